@@ -1,0 +1,39 @@
+"""cconv: CPU 2-D convolution for NumPy, in Cython with OpenMP.
+
+What it computes: 2-D convolution forward, its gradients with respect to data,
+weight and bias, and transposed convolution; any stride, padding, dilation and
+groups (depthwise included), NCHW or NHWC, float16/32/64.
+
+How a call flows::
+
+    conv2d(x, w, ...)                       functional.py: the public functions
+      -> make_geometry(...)                 _geometry.py: validate once -> ConvGeometry
+      -> _dispatch.select(geom, op, algo)   _dispatch.py: "auto" heuristic, "find" timing + cache
+      -> DirectConvolution(geom).forward    _direct.py: pack -> tile jobs -> unpack
+           -> _schedule.forward(geom)       _schedule.py: offset and job tables (NumPy, cached)
+           -> _tiles_<isa>.run_jobs_*       _kernels/_tiles.pyx.tp: OpenMP prange over register tiles
+
+Why it is shaped like this: the direct kernels are register tiles (14 pixels x
+32 channels on AVX-512) that keep every accumulator in a vector register; the
+data they read is repacked with channels innermost so each tile step is a few
+broadcasts and fused multiply-adds.  One tile kernel serves every pass: the
+scheduler only changes which offsets it walks.  The kernels are compiled per
+SIMD level and the best one the CPU supports is loaded at import
+(``CCONV_SIMD`` overrides).
+"""
+
+__version__ = "0.1.0"
+
+from ._config import show_config
+from ._dispatch import ALGORITHMS, AlgoResult
+from ._plan import ConvPlan, find_algorithms, plan_conv2d
+from ._threads import get_num_threads, set_num_threads
+from .functional import (conv2d, conv2d_backward, conv2d_backward_bias, conv2d_backward_data,
+                         conv2d_backward_weight, conv_transpose2d, conv_transpose2d_backward,
+                         conv_transpose2d_backward_data, conv_transpose2d_backward_weight)
+
+__all__ = ["ALGORITHMS", "AlgoResult", "ConvPlan", "conv2d", "conv2d_backward",
+           "conv2d_backward_bias", "conv2d_backward_data", "conv2d_backward_weight",
+           "conv_transpose2d", "conv_transpose2d_backward", "conv_transpose2d_backward_data",
+           "conv_transpose2d_backward_weight", "find_algorithms", "get_num_threads",
+           "plan_conv2d", "set_num_threads", "show_config"]

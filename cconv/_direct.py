@@ -1,0 +1,174 @@
+"""The direct convolution algorithm: pack, run the tile jobs, unpack.
+
+``DirectConvolution(geom)`` holds the cached schedules of one geometry (see
+``cconv._schedule``) and runs any of the three passes on already validated
+arrays: activations as 4-D views in logical (N, C, H, W) order (any strides,
+compute dtype), weights as contiguous (K, C/groups, R, S) arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _schedule
+from ._kernels import _layout
+from ._simd import tiles
+
+_EMPTY = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0, np.float64)}
+
+
+def _pad_to(array, axis_sizes):
+    """Zero-pad the leading axes of ``array`` up to ``axis_sizes`` (None keeps a size)."""
+    widths = [(0, (want or have) - have) for have, want in zip(array.shape, axis_sizes)]
+    widths += [(0, 0)] * (array.ndim - len(widths))
+    return np.pad(array, widths) if any(w for _, w in widths) else array
+
+
+class DirectConvolution:
+    """Blocked direct convolution of one geometry: forward, backward-data, backward-weight."""
+
+    name = "direct"
+
+    def __init__(self, geom):
+        self.geom = geom
+        self.vl = tiles.VECTOR_LENGTH[geom.dtype.name]
+        self._run = getattr(tiles, f"run_jobs_{geom.dtype.name}")
+        self._passes = {}
+
+    def schedule(self, op):
+        """The cached ``_schedule.Pass`` of ``op``."""
+        if op not in self._passes:
+            make = getattr(_schedule, op)
+            self._passes[op] = make(self.geom, self.vl, tiles.TILE_ROWS)
+        return self._passes[op]
+
+    def workspace_bytes(self, op):
+        """Bytes of the packed and blocked buffers one call of ``op`` allocates."""
+        g, p = self.geom, self.schedule(op)
+        info, item = p.info, g.dtype.itemsize
+        if op == "backward_data":
+            dy_blocks = -(-g.K // self.vl) if g.depthwise else g.groups * info["red_blocks"]
+            packed = g.N * dy_blocks * info["OHp"] * info["OWp"] * info["dy_block"]
+            return int(packed + info["weight_size"] + p.out_size) * item
+        fwd = self.schedule("forward").info
+        if g.depthwise:
+            packed_x = g.N * fwd["nblocks"] * fwd["Hp"] * fwd["Wp"] * fwd["block"]
+            packed_w = fwd["nblocks"] * fwd["block"] * g.R * g.S
+        else:
+            packed_x = g.N * g.groups * fwd["Cb"] * fwd["Hp"] * fwd["Wp"] * fwd["CB"]
+            packed_w = g.groups * fwd["Kb"] * fwd["KB"] * fwd["Cb"] * fwd["CB"] * g.R * g.S
+        if op == "forward":
+            return int(packed_x + packed_w + p.out_size) * item
+        packed_dy = self.schedule("forward").out_size
+        return int(packed_x + packed_dy + p.out_size) * item
+
+    # -- packing ---------------------------------------------------------------------------
+
+    def _pack_activation(self, x, block, slots_per_group, mult, groups, pads, height, width,
+                         nthreads):
+        nblocks = -(-slots_per_group // block)
+        packed = np.empty(x.shape[0] * groups * nblocks * height * width * block, self.geom.dtype)
+        _layout.pack_input(x, packed, groups, x.shape[1] // groups, slots_per_group, mult, block,
+                           pads[0], pads[1], height, width, nthreads)
+        return packed
+
+    def _pack_input(self, x, nthreads):
+        g, info = self.geom, self.schedule("forward").info
+        (pt, _), (pl, _) = g.pads
+        if g.depthwise:
+            return self._pack_activation(x, info["block"], g.K, g.Kg, 1, (pt, pl), info["Hp"],
+                                         info["Wp"], nthreads)
+        return self._pack_activation(x, info["CB"], g.Cg, 1, g.groups, (pt, pl), info["Hp"],
+                                     info["Wp"], nthreads)
+
+    def _pack_forward_weight(self, w):
+        g, info = self.geom, self.schedule("forward").info
+        if g.depthwise:
+            nb, vl = info["nblocks"], info["block"]
+            blocks = _pad_to(w.reshape(g.K, g.R, g.S), (nb * vl,)).reshape(nb, vl, g.R, g.S)
+            return np.ascontiguousarray(blocks.transpose(0, 2, 3, 1)).ravel()
+        Kb, KB, Cb, CB = info["Kb"], info["KB"], info["Cb"], info["CB"]
+        grouped = _pad_to(w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S), (None, Kb * KB, Cb * CB))
+        blocks = grouped.reshape(g.groups, Kb, KB, Cb, CB, g.R, g.S)
+        return np.ascontiguousarray(blocks.transpose(0, 1, 3, 5, 6, 4, 2)).ravel()
+
+    def _pack_backward_data_weight(self, w, info):
+        g = self.geom
+        KB = info["KB"]
+        if g.depthwise:
+            nb = info["out_blocks"]
+            blocks = _pad_to(w.reshape(g.K, g.R, g.S), (nb * KB,)).reshape(nb, KB, g.R, g.S)
+            parts = [blocks[:, :, th][:, :, :, tw].transpose(0, 2, 3, 1)
+                     for th, tw in info["phases"]]
+        else:
+            rb, rbk, ob = info["red_blocks"], info["dy_block"], info["out_blocks"]
+            grouped = _pad_to(w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S), (None, rb * rbk, ob * KB))
+            blocks = grouped.reshape(g.groups, rb, rbk, ob, KB, g.R, g.S)
+            parts = [blocks[..., th, :][..., tw].transpose(0, 3, 1, 5, 6, 2, 4)
+                     for th, tw in info["phases"]]
+        if not parts:
+            return np.zeros(1, g.dtype)
+        return np.concatenate([np.ascontiguousarray(p).ravel() for p in parts] + [_EMPTY[g.dtype]])
+
+    # -- passes ----------------------------------------------------------------------------
+
+    def forward(self, x, w, bias, y, alpha, beta, nthreads):
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view)."""
+        g, p = self.geom, self.schedule("forward")
+        packed_x = self._pack_input(x, nthreads)
+        packed_w = self._pack_forward_weight(w)
+        blocked = np.empty(p.out_size, g.dtype)
+        self._run(p.depthwise, packed_x, packed_w, blocked, p.jobs, p.table, nthreads)
+        nblocks = p.info["nblocks"] if g.depthwise else p.info["Kb"]
+        block = p.info["block"] if g.depthwise else p.info["KB"]
+        groups = 1 if g.depthwise else g.groups
+        _layout.unpack_output(blocked, y, groups, nblocks, block, 1,
+                              _EMPTY[g.dtype] if bias is None else bias, alpha, beta, nthreads)
+
+    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+        """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW views).
+
+        ``bias`` (C,) serves transposed convolution, whose forward pass this is."""
+        g, p = self.geom, self.schedule("backward_data")
+        info = p.info
+        (lo_h, _), (lo_w, _) = info["pads"]
+        if g.depthwise:
+            packed_dy = self._pack_activation(dy, info["dy_block"], g.K, 1, 1, (lo_h, lo_w),
+                                              info["OHp"], info["OWp"], nthreads)
+        else:
+            packed_dy = self._pack_activation(dy, info["dy_block"], g.Kg, 1, g.groups,
+                                              (lo_h, lo_w), info["OHp"], info["OWp"], nthreads)
+        packed_w = self._pack_backward_data_weight(w, info)
+        blocked = np.empty(p.out_size, g.dtype)
+        self._run(p.depthwise, packed_dy, packed_w, blocked, p.jobs, p.table, nthreads)
+        bias = _EMPTY[g.dtype] if bias is None else bias
+        if g.depthwise:
+            _layout.unpack_output(blocked, dx, 1, info["out_blocks"], info["KB"], g.Kg, bias,
+                                  alpha, beta, nthreads)
+        else:
+            _layout.unpack_output(blocked, dx, g.groups, info["out_blocks"], info["KB"], 1, bias,
+                                  alpha, beta, nthreads)
+
+    def backward_weight(self, dy, x, nthreads):
+        """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
+        g, p = self.geom, self.schedule("backward_weight")
+        info = p.info
+        packed_x = self._pack_input(x, nthreads)
+        if g.depthwise:
+            packed_dy = self._pack_activation(dy, info["KB"], g.K, 1, 1, (0, 0), g.OH, g.OW,
+                                              nthreads)
+        else:
+            packed_dy = self._pack_activation(dy, info["KB"], g.Kg, 1, g.groups, (0, 0), g.OH,
+                                              g.OW, nthreads)
+        partial = np.empty(p.out_size, g.dtype)
+        self._run(p.depthwise, packed_x, packed_dy, partial, p.jobs, p.table, nthreads)
+        # Partial sums of the reduction pieces, added in a fixed order: deterministic.
+        total = partial.reshape(info["splits"], -1).sum(axis=0)
+        if g.depthwise:
+            nb, vl = info["nb"], info["KB"]
+            grad = total.reshape(nb, g.R, g.S, vl).transpose(0, 3, 1, 2).reshape(nb * vl, g.R, g.S)
+            return np.ascontiguousarray(grad[:g.K]).reshape(g.K, 1, g.R, g.S)
+        Kb, KB, Cb, CB = info["Kb"], info["KB"], info["Cb"], info["CB"]
+        grad = total.reshape(g.groups, Kb, Cb, g.R, g.S, CB, KB).transpose(0, 1, 6, 2, 5, 3, 4)
+        grad = grad.reshape(g.groups, Kb * KB, Cb * CB, g.R, g.S)[:, :g.Kg, :g.Cg]
+        return np.ascontiguousarray(grad).reshape(g.K, g.Cg, g.R, g.S)

@@ -1,0 +1,314 @@
+"""Argument normalisation and validation: user arguments in, one ``ConvGeometry`` out.
+
+This is the only place that looks at user input.  Everything downstream
+(dispatcher, schedules, kernels) trusts a ``ConvGeometry``: sizes positive,
+output at least one pixel, every size product representable in 64 bits.
+Error messages name the argument and the values involved.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+LAYOUTS = ("NCHW", "NHWC")
+WEIGHT_LAYOUTS = ("OIHW", "HWIO")
+PADDING_STRINGS = ("valid", "same", "same_upper", "same_lower")
+_INT64_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A validated forward convolution problem; every pass and algorithm is described by it.
+
+    Shapes are of the *forward* convolution: input (N, C, H, W), weight
+    (K, C/groups, R, S), output (N, K, OH, OW), whatever the layouts.
+    """
+
+    N: int
+    C: int
+    H: int
+    W: int
+    K: int
+    R: int
+    S: int
+    stride: tuple
+    dilation: tuple
+    pads: tuple  # ((top, bottom), (left, right))
+    groups: int
+    layout: str
+    weight_layout: str
+    dtype: np.dtype  # the dtype kernels compute in: float32 or float64
+
+    @property
+    def OH(self):
+        (top, bottom), _ = self.pads
+        return (self.H + top + bottom - self.dilation[0] * (self.R - 1) - 1) // self.stride[0] + 1
+
+    @property
+    def OW(self):
+        _, (left, right) = self.pads
+        return (self.W + left + right - self.dilation[1] * (self.S - 1) - 1) // self.stride[1] + 1
+
+    @property
+    def Cg(self):
+        return self.C // self.groups
+
+    @property
+    def Kg(self):
+        return self.K // self.groups
+
+    @property
+    def depthwise(self):
+        """True when each group has a single input channel (groups == C)."""
+        return self.Cg == 1 and self.groups > 1
+
+    @property
+    def flops(self):
+        """Multiply-adds x 2 of one pass of the direct convolution."""
+        return 2 * self.N * self.K * self.OH * self.OW * self.Cg * self.R * self.S
+
+    def input_shape(self):
+        """The forward input's shape in ``layout`` order."""
+        return _to_layout((self.N, self.C, self.H, self.W), self.layout)
+
+    def output_shape(self):
+        """The forward output's shape in ``layout`` order."""
+        return _to_layout((self.N, self.K, self.OH, self.OW), self.layout)
+
+    def weight_shape(self):
+        """The weight's shape in ``weight_layout`` order."""
+        if self.weight_layout == "OIHW":
+            return (self.K, self.Cg, self.R, self.S)
+        return (self.R, self.S, self.Cg, self.K)
+
+
+def _to_layout(nchw, layout):
+    n, c, h, w = nchw
+    return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
+
+
+def _from_layout(shape, layout):
+    """(N, C, H, W) from a shape in ``layout`` order."""
+    if layout == "NCHW":
+        return tuple(shape)
+    n, h, w, c = shape
+    return (n, c, h, w)
+
+
+def _weight_oihw(shape, weight_layout):
+    """(K, C/groups, R, S) from a weight shape in ``weight_layout`` order."""
+    if weight_layout == "OIHW":
+        return tuple(shape)
+    r, s, cg, k = shape
+    return (k, cg, r, s)
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def normalize_pair(value, name, *, minimum):
+    """Turn an int or a pair of ints into a pair, checking each is ``>= minimum``."""
+    if _is_int(value):
+        pair = (int(value), int(value))
+    else:
+        try:
+            items = tuple(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}") from None
+        if len(items) != 2 or not all(_is_int(v) for v in items):
+            raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
+        pair = (int(items[0]), int(items[1]))
+    for v in pair:
+        if v < minimum:
+            kind = "positive" if minimum == 1 else f">= {minimum}"
+            raise ValueError(f"{name} must be {kind}, got {value!r}")
+    return pair
+
+
+def check_choice(value, name, choices):
+    """Return ``value`` if it is one of ``choices``, else raise ValueError naming them."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    return value
+
+
+def same_pads(size, kernel, stride, dilation, lower):
+    """Per-side padding of TensorFlow/oneDNN "SAME": output ceil(size / stride).
+
+    The odd extra pixel goes at the end ("same_upper") or at the start ("same_lower").
+    """
+    out = -(-size // stride)
+    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    small, large = total // 2, total - total // 2
+    return (large, small) if lower else (small, large)
+
+
+def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilation=None,
+                      allow_same=True):
+    """Per-side padding ((top, bottom), (left, right)) from any accepted form.
+
+    Forms: int, (ph, pw), ((top, bottom), (left, right)), "valid", and (when
+    ``allow_same``) "same" / "same_upper" / "same_lower", which need the spatial
+    size, kernel, stride and dilation.
+    """
+    if isinstance(padding, str):
+        mode = padding.lower()
+        allowed = PADDING_STRINGS if allow_same else ("valid",)
+        if mode not in allowed:
+            raise ValueError(f"padding string must be one of {allowed}, got {padding!r}")
+        if mode == "valid":
+            return ((0, 0), (0, 0))
+        lower = mode == "same_lower"
+        return tuple(same_pads(spatial[i], kernel[i], stride[i], dilation[i], lower)
+                     for i in range(2))
+    if _is_int(padding):
+        p = int(padding)
+        if p < 0:
+            raise ValueError(f"padding must be non-negative, got {padding!r}")
+        return ((p, p), (p, p))
+    try:
+        items = tuple(padding)
+    except TypeError:
+        raise TypeError(f"padding must be an int, a pair, per-side pairs or a string, "
+                        f"got {padding!r}") from None
+    if len(items) != 2:
+        raise ValueError(f"padding must have 2 entries (height, width), got {padding!r}")
+    pads = []
+    for item in items:
+        if _is_int(item):
+            pads.append((int(item), int(item)))
+            continue
+        try:
+            pair = tuple(item)
+        except TypeError:
+            raise TypeError(f"padding entries must be ints or (begin, end) pairs, "
+                            f"got {padding!r}") from None
+        if len(pair) != 2 or not all(_is_int(v) for v in pair):
+            raise TypeError(f"padding entries must be ints or (begin, end) pairs, got {padding!r}")
+        pads.append((int(pair[0]), int(pair[1])))
+    if any(v < 0 for pair in pads for v in pair):
+        raise ValueError(f"padding must be non-negative, got {padding!r}")
+    return tuple(pads)
+
+
+def check_dtype(dtype, name):
+    """Raise TypeError unless ``dtype`` is float16, float32 or float64."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
+        raise TypeError(f"{name} has dtype {dtype}; cconv computes in float16, float32 or "
+                        f"float64 (convert explicitly)")
+    return dtype
+
+
+def as_float_array(value, name):
+    """``numpy.asarray(value)`` with a dtype check that names the argument."""
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged lists and the like
+        raise TypeError(f"{name} could not be converted to an array: {exc}") from None
+    check_dtype(arr.dtype, name)
+    return arr
+
+
+def compute_dtype(*dtypes):
+    """float64 if any operand is float64, else float32 (float16 is computed in float32)."""
+    result = np.result_type(*dtypes)
+    return np.dtype(np.float64) if result == np.float64 else np.dtype(np.float32)
+
+
+def check_shape4(shape, name):
+    """A tuple of four non-negative ints, or ValueError naming ``name``."""
+    try:
+        shape = tuple(int(v) for v in shape)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of 4 ints, got {shape!r}") from None
+    if len(shape) != 4:
+        raise ValueError(f"{name} must be 4-D, got {len(shape)}-D shape {shape}")
+    if any(v < 0 for v in shape):
+        raise ValueError(f"{name} has a negative size: {shape}")
+    return shape
+
+
+def _check_product(sizes, what):
+    product = 1
+    for v in sizes:
+        product *= int(v)
+    # Bytes, at 8 per element, must fit in int64: every later offset then does too.
+    if product * 8 > _INT64_MAX:
+        raise ValueError(f"{what} has {product} elements, too many to index with 64-bit "
+                         f"integers (sizes {tuple(sizes)})")
+    return product
+
+
+def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1,
+                  layout="NCHW", weight_layout="OIHW", dtype=np.float32,
+                  x_name="x", w_name="weight"):
+    """Validate a forward convolution problem and return its ``ConvGeometry``.
+
+    Parameters
+    ----------
+    x_shape, w_shape : sequence of int
+        Input shape in ``layout`` order and weight shape in ``weight_layout`` order.
+    stride, padding, dilation, groups, layout, weight_layout
+        As in :func:`cconv.conv2d`.
+    dtype : dtype
+        The compute dtype (float32 or float64).
+    x_name, w_name : str
+        How error messages call the two shapes (e.g. "input_shape").
+
+    Returns
+    -------
+    ConvGeometry
+    """
+    check_choice(layout, "layout", LAYOUTS)
+    check_choice(weight_layout, "weight_layout", WEIGHT_LAYOUTS)
+    x_shape = check_shape4(x_shape, x_name)
+    w_shape = check_shape4(w_shape, w_name)
+    N, C, H, W = _from_layout(x_shape, layout)
+    K, Cg, R, S = _weight_oihw(w_shape, weight_layout)
+    if not _is_int(groups):
+        raise TypeError(f"groups must be an int, got {groups!r}")
+    groups = int(groups)
+    if groups < 1:
+        raise ValueError(f"groups must be positive, got {groups}")
+    if C == 0 or H == 0 or W == 0:
+        raise ValueError(f"{x_name} must have non-zero channels and spatial size, "
+                         f"got shape {x_shape} ({layout})")
+    if K == 0 or Cg == 0 or R == 0 or S == 0:
+        raise ValueError(f"{w_name} must have non-zero sizes, got shape {w_shape} "
+                         f"({weight_layout})")
+    if C % groups:
+        raise ValueError(f"groups={groups} does not divide the {C} input channels of {x_name}")
+    if K % groups:
+        raise ValueError(f"groups={groups} does not divide the {K} output channels of {w_name}")
+    if Cg * groups != C:
+        raise ValueError(f"{w_name} has {Cg} input channels per group but {x_name} has "
+                         f"{C} channels / groups={groups} = {C // groups}")
+    stride = normalize_pair(stride, "stride", minimum=1)
+    dilation = normalize_pair(dilation, "dilation", minimum=1)
+    pads = normalize_padding(padding, spatial=(H, W), kernel=(R, S), stride=stride,
+                             dilation=dilation)
+    _check_product((N, C, H, W), x_name)
+    _check_product((K, Cg, R, S), w_name)
+    for axis, size, k, d, (lo, hi) in (("height", H, R, dilation[0], pads[0]),
+                                       ("width", W, S, dilation[1], pads[1])):
+        extent = d * (k - 1) + 1
+        if size + lo + hi > _INT64_MAX // 64 or extent > _INT64_MAX // 64:
+            raise ValueError(f"padding or dilation too large along {axis}")
+        if extent > size + lo + hi:
+            raise ValueError(f"kernel extent {extent} (size {k}, dilation {d}) is larger than "
+                             f"the padded input {size + lo + hi} (size {size}, padding "
+                             f"{(lo, hi)}) along {axis}")
+    geom = ConvGeometry(N=N, C=C, H=H, W=W, K=K, R=R, S=S, stride=stride, dilation=dilation,
+                        pads=pads, groups=groups, layout=layout, weight_layout=weight_layout,
+                        dtype=np.dtype(dtype))
+    _check_product((N, K, geom.OH, geom.OW), "the output")
+    # Blocked buffers pad channels and the image; bound them too (loosely, x4 + margins).
+    _check_product((max(N, 1), C + 64, H + sum(pads[0]) + 1, W + sum(pads[1]) + 1, 4),
+                   "the padded input buffer")
+    return geom

@@ -1,0 +1,163 @@
+"""Layout conversion between user arrays and the channel-blocked buffers of the kernels.
+
+User arrays arrive as 4-D memoryviews in logical (N, C, H, W) order with any
+strides (an NHWC array is passed transposed), so NCHW, NHWC, sliced and
+negative-stride inputs are read in place without an extra copy.  Blocked
+buffers are contiguous ``[N][G][blocks][H][W][block]``: channels innermost, so
+a tile kernel finds the channels of one pixel side by side.
+"""
+
+from cython.parallel cimport prange
+
+ctypedef fused real:
+    float
+    double
+
+# Largest channel block the kernels use (2 AVX-512 vectors of float32 is 32).
+cdef enum:
+    MAX_BLOCK = 64
+
+
+cdef void _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh, Py_ssize_t sw,
+                      Py_ssize_t H, Py_ssize_t W, real *dst, Py_ssize_t n, Py_ssize_t first_channel,
+                      Py_ssize_t first_slot, Py_ssize_t slots, Py_ssize_t mult, Py_ssize_t block,
+                      Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
+                      Py_ssize_t width) noexcept nogil:
+    # Byte offset of each slot's source channel, or -1 for a zero slot past the group's end.
+    cdef Py_ssize_t coff[MAX_BLOCK]
+    cdef Py_ssize_t c, hp, wp, h, w
+    cdef const char *row
+    cdef real *d
+    for c in range(block):
+        if first_slot + c < slots:
+            coff[c] = n * sn + (first_channel + (first_slot + c) // mult) * sc
+        else:
+            coff[c] = -1
+    for hp in range(height):
+        h = hp - pad_top
+        d = dst + hp * width * block
+        if h < 0 or h >= H:
+            for wp in range(width * block):
+                d[wp] = 0
+            continue
+        row = x + h * sh
+        for wp in range(width):
+            w = wp - pad_left
+            if w < 0 or w >= W:
+                for c in range(block):
+                    d[wp * block + c] = 0
+            else:
+                for c in range(block):
+                    if coff[c] >= 0:
+                        d[wp * block + c] = (<const real *>(row + coff[c] + w * sw))[0]
+                    else:
+                        d[wp * block + c] = 0
+
+
+def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
+               Py_ssize_t channels_per_group, Py_ssize_t slots_per_group, Py_ssize_t mult,
+               Py_ssize_t block, Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
+               Py_ssize_t width, int num_threads):
+    """Copy ``x`` into a zero-padded, channel-blocked buffer.
+
+    ``packed[n][g][b][hp][wp][c]`` receives ``x[n, g*channels_per_group + s // mult,
+    hp - pad_top, wp - pad_left]`` with slot ``s = b*block + c``, or 0 where the
+    slot is ``>= slots_per_group`` or the pixel lies in the padding.  ``mult > 1``
+    repeats each channel ``mult`` times (depthwise channel multiplier).
+
+    Parameters
+    ----------
+    x : 4-D memoryview, logical (N, C, H, W), any strides
+    packed : contiguous buffer of ``N*groups*ceil(slots/block)*height*width*block`` elements
+    groups, channels_per_group, slots_per_group, mult, block : int
+    pad_top, pad_left, height, width : int
+        Position of the image inside the padded ``height x width`` plane.
+    num_threads : int
+    """
+    cdef Py_ssize_t N = x.shape[0], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t nblocks = (slots_per_group + block - 1) // block
+    cdef Py_ssize_t plane = height * width * block
+    cdef Py_ssize_t planes = N * groups * nblocks
+    cdef Py_ssize_t i, n, g, b
+    if block > MAX_BLOCK or block < 1:
+        raise ValueError(f"block must be in 1..{MAX_BLOCK}, got {block}")
+    if packed.shape[0] != planes * plane:
+        raise ValueError(f"packed has {packed.shape[0]} elements, expected {planes * plane}")
+    if planes == 0:
+        return
+    cdef const char *base = <const char *>&x[0, 0, 0, 0]
+    cdef Py_ssize_t sn = x.strides[0], sc = x.strides[1], sh = x.strides[2], sw = x.strides[3]
+    cdef real *dst = &packed[0]
+    with nogil:
+        for i in prange(planes, num_threads=num_threads, schedule="static"):
+            b = i % nblocks
+            g = (i // nblocks) % groups
+            n = i // (nblocks * groups)
+            _pack_plane(base, sn, sc, sh, sw, H, W, dst + i * plane, n, g * channels_per_group,
+                        b * block, slots_per_group, mult, block, pad_top, pad_left, height, width)
+
+
+cdef void _unpack_plane(const real *packed, char *y, Py_ssize_t sh, Py_ssize_t sw,
+                        Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t first_slot, Py_ssize_t msum,
+                        Py_ssize_t block, real bias, real alpha,
+                        real beta) noexcept nogil:
+    cdef Py_ssize_t npix = OH * OW
+    cdef Py_ssize_t h, w, m, s, pix
+    cdef real acc
+    cdef real *dst
+    for h in range(OH):
+        for w in range(OW):
+            pix = h * OW + w
+            acc = 0
+            for m in range(msum):
+                s = first_slot + m
+                acc = acc + packed[(s // block) * npix * block + pix * block + s % block]
+            dst = <real *>(y + h * sh + w * sw)
+            if beta == 0:
+                dst[0] = alpha * (acc + bias)
+            else:
+                dst[0] = alpha * (acc + bias) + beta * dst[0]
+
+
+def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
+                  Py_ssize_t nblocks, Py_ssize_t block, Py_ssize_t msum, const real[::1] bias,
+                  double alpha, double beta, int num_threads):
+    """Write a channel-blocked result into ``y`` as ``alpha * (result + bias) + beta * y``.
+
+    ``packed`` is ``[N][groups][nblocks][OH*OW][block]``; output channel ``co`` of
+    group ``g`` is the sum of slots ``co*msum .. co*msum + msum - 1`` (``msum > 1``
+    folds a depthwise channel multiplier back).  ``beta == 0`` never reads ``y``.
+
+    Parameters
+    ----------
+    packed : contiguous blocked buffer
+    y : 4-D memoryview, logical (N, C, OH, OW), any strides, written in place
+    groups, nblocks, block, msum : int
+    bias : contiguous array of C elements, or of 0 elements for no bias
+    alpha, beta : float
+    num_threads : int
+    """
+    cdef Py_ssize_t N = y.shape[0], C = y.shape[1], OH = y.shape[2], OW = y.shape[3]
+    cdef Py_ssize_t cpg = C // groups
+    cdef Py_ssize_t npix = OH * OW
+    cdef Py_ssize_t group_size = nblocks * npix * block
+    cdef Py_ssize_t i, n, c, g
+    cdef bint has_bias = bias.shape[0] > 0
+    if packed.shape[0] != N * groups * group_size:
+        raise ValueError(f"packed has {packed.shape[0]} elements, expected {N * groups * group_size}")
+    if has_bias and bias.shape[0] != C:
+        raise ValueError(f"bias has {bias.shape[0]} elements, expected {C}")
+    if N * C * npix == 0:
+        return
+    cdef char *base = <char *>&y[0, 0, 0, 0]
+    cdef Py_ssize_t sn = y.strides[0], sc = y.strides[1], sh = y.strides[2], sw = y.strides[3]
+    cdef const real *src = &packed[0]
+    cdef real a = alpha, bt = beta
+    with nogil:
+        for i in prange(N * C, num_threads=num_threads, schedule="static"):
+            n = i // C
+            c = i % C
+            g = c // cpg
+            _unpack_plane(src + (n * groups + g) * group_size, base + n * sn + c * sc, sh, sw,
+                          OH, OW, (c % cpg) * msum, msum, block,
+                          bias[c] if has_bias else 0, a, bt)

@@ -1,0 +1,279 @@
+"""Plans of the direct convolution: offset tables and job tables for the tile kernels.
+
+A plan turns a ``ConvGeometry`` into the jobs ``run_jobs_*`` executes (see
+``cconv/_kernels/_tiles.pyx.tp``).  Everything here is index arithmetic in
+NumPy, done once per geometry and cached by the caller; nothing touches data.
+
+Buffers (all contiguous, channels innermost, ``VL`` = elements per vector,
+``KB = 2 * VL`` output columns per dense tile):
+
+=====================  ==============================================  ==========
+buffer                 layout                                          made by
+=====================  ==============================================  ==========
+packed input (dense)   ``[N][G][Cb][Hp][Wp][CB]`` zero-padded          pack_input
+packed weight (fwd)    ``[G][Kb][Cb][R*S][CB][KB]``                    numpy
+blocked output         ``[N][G][Kb][OH*OW][KB]``                       tiles
+depthwise buffers      the same with ``G=1`` and channel blocks of VL  as above
+=====================  ==============================================  ==========
+
+Depthwise convolution with channel multiplier ``m`` works on ``K = C*m``
+virtual channels: the packed input repeats each channel ``m`` times.
+Backward-data is run one stride phase at a time: input pixels ``h = a + i*sh``
+receive contributions only from taps ``r`` with ``(a + pad_top - r*dh) % sh == 0``,
+and over ``i`` that is a stride-1 convolution of the output gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+JOB_FIELDS = ("a", "b", "red", "length", "rows", "outs", "nrows", "out", "inner", "a_step",
+              "b_step")
+MAX_CHANNEL_BLOCK = 16
+# Backward-weight splits its reduction until about this many jobs exist.  The
+# number depends on the shape only, so results do not depend on the thread count.
+TARGET_REDUCTION_JOBS = 64
+
+
+def channel_blocks(channels, limit=MAX_CHANNEL_BLOCK):
+    """(number of blocks, block size): at most ``limit`` wide, with the least zero padding."""
+    nblocks = -(-channels // limit)
+    return nblocks, -(-channels // nblocks)
+
+
+class _Table:
+    """Concatenates offset arrays into one int64 table; ``add`` returns a start index."""
+
+    def __init__(self):
+        self.parts, self.size = [], 0
+
+    def add(self, offsets):
+        start = self.size
+        offsets = np.ascontiguousarray(offsets, dtype=np.int64).ravel()
+        self.parts.append(offsets)
+        self.size += offsets.size
+        return start
+
+    def array(self):
+        if not self.parts:
+            return np.zeros(1, np.int64)
+        return np.concatenate(self.parts + [np.zeros(1, np.int64)])
+
+
+def _jobs(**columns):
+    """A job table from broadcastable columns named as in JOB_FIELDS."""
+    columns.setdefault("inner", 1)
+    arrays = np.broadcast_arrays(*[np.asarray(columns.get(name, 0), dtype=np.int64)
+                                   for name in JOB_FIELDS])
+    return np.stack([a.ravel() for a in arrays], axis=1)
+
+
+def _tiles(count, tile_rows):
+    starts = np.arange(0, count, tile_rows, dtype=np.int64)
+    return starts, np.minimum(tile_rows, count - starts)
+
+
+def _grid(h_count, w_count, h_step, w_step, base=0):
+    """Offsets ``base + i*h_step + j*w_step`` for the grid (i, j), row-major."""
+    i = np.arange(h_count, dtype=np.int64)[:, None]
+    j = np.arange(w_count, dtype=np.int64)[None, :]
+    return (base + i * h_step + j * w_step).ravel()
+
+
+@dataclass
+class Pass:
+    """Jobs of one pass plus what the runner needs to size and fill its buffers."""
+
+    depthwise: bool
+    jobs: np.ndarray
+    table: np.ndarray
+    out_size: int
+    info: dict = field(default_factory=dict)
+
+
+def _axis_phases(size, out_size, kernel, stride, dilation, pad):
+    """Stride phases of one axis for backward-data.
+
+    Returns ``(phases, pad_lo, pad_hi)``; each phase is ``(a, count, taps, shifts)``:
+    input positions ``a + i*stride`` for ``i < count`` get output-gradient row
+    ``i + shift`` for each tap.  ``pad_lo`` / ``pad_hi`` zero rows around the
+    output gradient make every such row addressable.
+    """
+    phases, lo, hi = [], 0, 0
+    for a in range(stride):
+        count = len(range(a, size, stride))
+        taps = [r for r in range(kernel) if (a + pad - r * dilation) % stride == 0]
+        shifts = [(a + pad - r * dilation) // stride for r in taps]
+        phases.append((a, count, taps, shifts))
+        if count and shifts:
+            lo = max(lo, -min(shifts))
+            hi = max(hi, count - 1 + max(shifts) - (out_size - 1))
+    return phases, lo, hi
+
+
+def forward(geom, vl, tile_rows):
+    """Jobs of the forward pass."""
+    (pt, pb), (pl, pr) = geom.pads
+    sh, sw = geom.stride
+    dh, dw = geom.dilation
+    Hp, Wp = geom.H + pt + pb, geom.W + pl + pr
+    npix = geom.OH * geom.OW
+    starts, nrows = _tiles(npix, tile_rows)
+    table = _Table()
+    taps = _grid(geom.R, geom.S, dh * Wp, dw)
+    pixels = _grid(geom.OH, geom.OW, sh * Wp, sw)
+    if geom.depthwise:
+        Vb, block = -(-geom.K // vl), vl
+        plane = Hp * Wp * block
+        red = table.add(taps * block)
+        rows = table.add(pixels * block)
+        outs = table.add(np.arange(npix) * block)
+        n = np.arange(geom.N)[:, None, None]
+        vb = np.arange(Vb)[None, :, None]
+        RS = geom.R * geom.S
+        jobs = _jobs(a=(n * Vb + vb) * plane, b=vb * RS * block, red=red, length=RS,
+                     rows=rows + starts, outs=outs + starts, nrows=nrows,
+                     out=(n * Vb + vb) * npix * block)
+        info = dict(block=block, nblocks=Vb, Hp=Hp, Wp=Wp)
+        return Pass(True, jobs, table.array(), geom.N * Vb * npix * block, info)
+    G, KB = geom.groups, 2 * vl
+    Cb, CB = channel_blocks(geom.Cg)
+    Kb = -(-geom.Kg // KB)
+    plane = Hp * Wp * CB
+    reduction = (np.arange(Cb)[:, None, None] * plane + (taps * CB)[None, :, None]
+                 + np.arange(CB)[None, None, :]).ravel()
+    L = reduction.size
+    red = table.add(reduction)
+    rows = table.add(pixels * CB)
+    outs = table.add(np.arange(npix) * KB)
+    n = np.arange(geom.N)[:, None, None, None]
+    g = np.arange(G)[None, :, None, None]
+    kb = np.arange(Kb)[None, None, :, None]
+    jobs = _jobs(a=(n * G + g) * Cb * plane, b=(g * Kb + kb) * L * KB, red=red, length=L,
+                 rows=rows + starts, outs=outs + starts, nrows=nrows,
+                 out=((n * G + g) * Kb + kb) * npix * KB)
+    info = dict(CB=CB, Cb=Cb, KB=KB, Kb=Kb, Hp=Hp, Wp=Wp)
+    return Pass(False, jobs, table.array(), geom.N * G * Kb * npix * KB, info)
+
+
+def backward_data(geom, vl, tile_rows):
+    """Jobs of the backward-data pass, one stride phase at a time."""
+    (pt, _), (pl, _) = geom.pads
+    sh, sw = geom.stride
+    dh, dw = geom.dilation
+    rows_h, lo_h, hi_h = _axis_phases(geom.H, geom.OH, geom.R, sh, dh, pt)
+    rows_w, lo_w, hi_w = _axis_phases(geom.W, geom.OW, geom.S, sw, dw, pl)
+    OHp, OWp = geom.OH + lo_h + hi_h, geom.OW + lo_w + hi_w
+    hw = geom.H * geom.W
+    table = _Table()
+    if geom.depthwise:
+        Vb, dy_block, KB = -(-geom.K // vl), vl, vl
+        red_blocks, red_block, out_blocks, G = 1, vl, Vb, 1
+    else:
+        G, KB = geom.groups, 2 * vl
+        red_blocks, red_block = channel_blocks(geom.Kg)
+        dy_block = red_block
+        out_blocks = -(-geom.Cg // KB)
+    plane = OHp * OWp * red_block
+    job_parts, phases, w_offset = [], [], 0
+    for a, count_h, taps_h, shifts_h in rows_h:
+        for b, count_w, taps_w, shifts_w in rows_w:
+            if count_h == 0 or count_w == 0:
+                continue
+            npix = count_h * count_w
+            starts, nrows = _tiles(npix, tile_rows)
+            tap_offsets = ((np.asarray(shifts_h, np.int64)[:, None] + lo_h) * OWp
+                           + (np.asarray(shifts_w, np.int64)[None, :] + lo_w)).ravel()
+            ntaps = tap_offsets.size
+            if geom.depthwise:
+                reduction = tap_offsets * red_block
+            else:
+                reduction = (np.arange(red_blocks)[:, None, None] * plane
+                             + (tap_offsets * red_block)[None, :, None]
+                             + np.arange(red_block)[None, None, :]).ravel()
+            L = reduction.size
+            red = table.add(reduction)
+            rows = table.add(_grid(count_h, count_w, OWp, 1) * red_block)
+            outs = table.add(_grid(count_h, count_w, sh * geom.W, sw, a * geom.W + b) * KB)
+            n = np.arange(geom.N)[:, None, None, None]
+            g = np.arange(G)[None, :, None, None]
+            ob = np.arange(out_blocks)[None, None, :, None]
+            group_in = (n * G + g) * red_blocks * plane
+            if geom.depthwise:
+                group_in = (n * out_blocks + ob) * plane
+            job_parts.append(_jobs(
+                a=group_in, b=w_offset + (g * out_blocks + ob) * L * KB, red=red, length=L,
+                rows=rows + starts, outs=outs + starts, nrows=nrows,
+                out=((n * G + g) * out_blocks + ob) * hw * KB))
+            phases.append((taps_h, taps_w))
+            w_offset += G * out_blocks * L * KB
+    jobs = np.concatenate(job_parts) if job_parts else np.zeros((0, len(JOB_FIELDS)), np.int64)
+    info = dict(phases=phases, pads=((lo_h, hi_h), (lo_w, hi_w)), OHp=OHp, OWp=OWp,
+                dy_block=dy_block, red_blocks=red_blocks, KB=KB, out_blocks=out_blocks,
+                weight_size=w_offset)
+    return Pass(geom.depthwise, jobs, table.array(), geom.N * G * out_blocks * hw * KB, info)
+
+
+def _reduction_splits(N, npix, base_jobs):
+    """Contiguous pieces (n0, n1, p0, p1) of the backward-weight reduction over images x pixels."""
+    want = -(-TARGET_REDUCTION_JOBS // max(base_jobs, 1))
+    if want <= 1:
+        return [(0, N, 0, npix)]
+    if want <= N:
+        bounds = np.linspace(0, N, want + 1).round().astype(int)
+        return [(int(bounds[i]), int(bounds[i + 1]), 0, npix) for i in range(want)]
+    pieces = min(-(-want // N), max(1, npix // 64))
+    bounds = np.linspace(0, npix, pieces + 1).round().astype(int)
+    return [(n, n + 1, int(bounds[i]), int(bounds[i + 1])) for n in range(N)
+            for i in range(pieces)]
+
+
+def backward_weight(geom, vl, tile_rows):
+    """Jobs of the backward-weight pass: rows are (channel, tap) pairs, the reduction runs
+    over pixels in independent pieces whose partial sums the caller adds in a fixed order."""
+    fwd = forward(geom, vl, tile_rows)
+    Hp, Wp = fwd.info["Hp"], fwd.info["Wp"]
+    sh, sw = geom.stride
+    dh, dw = geom.dilation
+    npix = geom.OH * geom.OW
+    table = _Table()
+    pixels = _grid(geom.OH, geom.OW, sh * Wp, sw)
+    taps = _grid(geom.R, geom.S, dh * Wp, dw)
+    if geom.depthwise:
+        nb, block = fwd.info["nblocks"], fwd.info["block"]
+        G, KB, in_blocks = 1, block, nb
+        plane = Hp * Wp * block
+        row_offsets = taps * block
+        red = table.add(pixels * block)
+    else:
+        G, KB, nb = geom.groups, fwd.info["KB"], fwd.info["Kb"]
+        CB, in_blocks = fwd.info["CB"], fwd.info["Cb"]
+        plane = Hp * Wp * CB
+        row_offsets = (np.arange(in_blocks)[:, None, None] * plane + (taps * CB)[None, :, None]
+                       + np.arange(CB)[None, None, :]).ravel()
+        red = table.add(pixels * CB)
+    Q = row_offsets.size
+    rows = table.add(row_offsets)
+    outs = table.add(np.arange(Q) * KB)
+    starts, nrows = _tiles(Q, tile_rows)
+    splits = _reduction_splits(geom.N, npix, G * nb * starts.size)
+    image_in = (in_blocks * plane) if geom.depthwise else (G * in_blocks * plane)
+    image_dy = (nb * npix * KB) if geom.depthwise else (G * nb * npix * KB)
+    parts = []
+    for index, (n0, n1, p0, p1) in enumerate(splits):
+        g = np.arange(G)[:, None, None]
+        kb = np.arange(nb)[None, :, None]
+        if geom.depthwise:
+            a = n0 * image_in + kb * plane
+        else:
+            a = n0 * image_in + g * in_blocks * plane
+        parts.append(_jobs(
+            a=a, a_step=image_in, b=n0 * image_dy + (g * nb + kb) * npix * KB + p0 * KB,
+            b_step=image_dy, inner=n1 - n0, red=red + p0, length=p1 - p0,
+            rows=rows + starts, outs=outs + starts, nrows=nrows,
+            out=((index * G + g) * nb + kb) * Q * KB))
+    info = dict(fwd.info, splits=len(splits), Q=Q, G=G, nb=nb, KB=KB)
+    return Pass(geom.depthwise, np.concatenate(parts), table.array(),
+                len(splits) * G * nb * Q * KB, info)

@@ -1,0 +1,66 @@
+"""How many OpenMP threads a call uses.
+
+Precedence: a call's ``num_threads`` > the latest of :func:`set_num_threads`,
+``threadpoolctl.threadpool_limits`` and ``OMP_NUM_THREADS``.  threadpoolctl
+and ``OMP_NUM_THREADS`` act on the OpenMP runtime's ``omp_get_max_threads``
+of the calling thread; :func:`set_num_threads` sets that too and also records
+a process-wide value that other Python threads see.
+"""
+
+import threading
+
+from ._geometry import _is_int
+from ._kernels import _runtime
+
+_lock = threading.Lock()
+_process_default = _runtime.max_threads()  # what OpenMP gives a thread nobody configured
+_user_threads = None
+
+
+def set_num_threads(n):
+    """Set the number of threads cconv uses by default.
+
+    Parameters
+    ----------
+    n : int
+        Positive thread count.  Later ``threadpool_limits`` blocks override it
+        while they are active.
+    """
+    global _user_threads
+    n = check_num_threads(n)
+    with _lock:
+        _user_threads = n
+        _runtime.set_max_threads(n)
+
+
+def get_num_threads():
+    """Return the number of threads a call without ``num_threads`` uses.
+
+    Returns
+    -------
+    int
+    """
+    current = _runtime.max_threads()
+    with _lock:
+        user = _user_threads
+    # The calling thread's OpenMP value differs from the process default only when
+    # set_num_threads or threadpoolctl changed it, so it is the latest word.
+    if user is not None and current == _process_default:
+        return user
+    return current
+
+
+def check_num_threads(n, name="num_threads"):
+    """Validate a thread count: a positive int, else ValueError/TypeError naming ``name``."""
+    if not _is_int(n):
+        raise TypeError(f"{name} must be a positive int, got {n!r}")
+    if n <= 0:
+        raise ValueError(f"{name} must be positive, got {n}")
+    return int(n)
+
+
+def resolve_num_threads(num_threads):
+    """The thread count for one call: ``num_threads`` if given, else :func:`get_num_threads`."""
+    if num_threads is None:
+        return get_num_threads()
+    return check_num_threads(num_threads)

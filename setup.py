@@ -1,0 +1,126 @@
+"""Build cconv's Cython extensions.
+
+The tile kernels are written once, as a Tempita template, and built once per
+instruction set (faiss-style): ``_tiles_avx512``, ``_tiles_avx2`` and
+``_tiles_base``.  ``cconv._simd`` imports the best one the running CPU supports,
+so a wheel built here never assumes the user's CPU equals the build machine's.
+
+Environment variables
+---------------------
+CCONV_MARCH_NATIVE=1   add ``-march=native`` to every extension (local builds only).
+CCONV_NO_OPENMP=1      build without OpenMP (kernels run single-threaded).
+CCONV_SANITIZE=1       build with ``-fsanitize=address,undefined -O1 -g``.
+"""
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from Cython import Tempita
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+HERE = Path(__file__).parent
+KERNELS = HERE / "cconv" / "_kernels"
+
+# Per-ISA variants: vector width in bytes, pixels per register tile, compiler flags.
+# Pixels per tile keep the accumulator block in registers: 14 pixels x 2 vectors
+# on AVX-512's 32 registers, 6 x 2 on AVX2 / SSE's 16 registers.
+X86_VARIANTS = {
+    "avx512": dict(vbytes=64, tile_rows=14, flags=[
+        "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx2", "-mfma",
+        "-mprefer-vector-width=512"]),
+    "avx2": dict(vbytes=32, tile_rows=6, flags=["-mavx2", "-mfma"]),
+    "base": dict(vbytes=16, tile_rows=6, flags=[]),
+}
+GENERIC_VARIANTS = {"base": dict(vbytes=16, tile_rows=6, flags=[])}
+
+
+def _is_x86_64():
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+def _compiler_accepts(flags):
+    """Return True if the C compiler builds and links a tiny program with ``flags``."""
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    cc = cc.split()
+    src = "#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        c_file = Path(tmp) / "probe.c"
+        c_file.write_text(src)
+        try:
+            result = subprocess.run(cc + [str(c_file), "-o", str(Path(tmp) / "probe")] + flags,
+                                    capture_output=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return result.returncode == 0
+
+
+def _openmp_flags():
+    if os.environ.get("CCONV_NO_OPENMP"):
+        return [], []
+    if sys.platform == "darwin" and _compiler_accepts(["-Xpreprocessor", "-fopenmp", "-lomp"]):
+        return ["-Xpreprocessor", "-fopenmp"], ["-lomp"]
+    if _compiler_accepts(["-fopenmp"]):
+        return ["-fopenmp"], ["-fopenmp"]
+    print("cconv: the C compiler does not support OpenMP; building single-threaded", file=sys.stderr)
+    return [], []
+
+
+def _render_templates(variants):
+    template = (KERNELS / "_tiles.pyx.tp").read_text()
+    for name, spec in variants.items():
+        text = Tempita.sub(template, isa=name, vbytes=spec["vbytes"], tile_rows=spec["tile_rows"])
+        target = KERNELS / f"_tiles_{name}.pyx"
+        header = "# Generated from _tiles.pyx.tp by setup.py: edit the template, not this file.\n"
+        if not target.exists() or target.read_text() != header + text:
+            target.write_text(header + text)
+
+
+def _extensions():
+    omp_compile, omp_link = _openmp_flags()
+    base_flags = ["-O3", "-ffp-contract=fast", "-fno-math-errno", "-fno-trapping-math"]
+    if os.environ.get("CCONV_SANITIZE"):
+        base_flags = ["-O1", "-g", "-fno-omit-frame-pointer", "-fsanitize=address,undefined"]
+        omp_link = omp_link + ["-fsanitize=address,undefined"]
+    if os.environ.get("CCONV_MARCH_NATIVE"):
+        base_flags.append("-march=native")
+    variants = X86_VARIANTS if _is_x86_64() else GENERIC_VARIANTS
+    _render_templates(variants)
+    common = dict(include_dirs=[np.get_include(), str(KERNELS)],
+                  define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
+                  extra_link_args=omp_link)
+    build_flags = " ".join(base_flags + omp_compile)
+    exts = [
+        Extension("cconv._kernels._runtime", [str(KERNELS / "_runtime.pyx")],
+                  extra_compile_args=base_flags + omp_compile
+                  + [f'-DCCONV_BUILD_FLAGS="{build_flags}"'], **common),
+        Extension("cconv._kernels._layout", [str(KERNELS / "_layout.pyx")],
+                  extra_compile_args=base_flags + omp_compile, **common),
+    ]
+    for name, spec in variants.items():
+        exts.append(Extension(
+            f"cconv._kernels._tiles_{name}", [str(KERNELS / f"_tiles_{name}.pyx")],
+            extra_compile_args=base_flags + omp_compile + spec["flags"]
+            + [f"-DCCONV_VBYTES={spec['vbytes']}"], **common))
+    return exts
+
+
+def _nthreads():
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+setup(
+    ext_modules=cythonize(
+        _extensions(),
+        compiler_directives=dict(language_level=3, boundscheck=False, wraparound=False,
+                                 cdivision=True, initializedcheck=False),
+        nthreads=_nthreads() if shutil.which("cc") else 0,
+    ),
+)
