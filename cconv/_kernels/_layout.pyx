@@ -99,24 +99,56 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
 
 cdef void _unpack_plane(const real *packed, char *y, Py_ssize_t sh, Py_ssize_t sw,
                         Py_ssize_t OH, Py_ssize_t OW, Py_ssize_t first_slot, Py_ssize_t msum,
-                        Py_ssize_t block, real bias, real alpha,
-                        real beta) noexcept nogil:
+                        Py_ssize_t block, real bias, real alpha, real beta) noexcept nogil:
     cdef Py_ssize_t npix = OH * OW
-    cdef Py_ssize_t h, w, m, s, pix
+    cdef Py_ssize_t h, w, m, pix
+    # The slots summed into this channel sit at a fixed stride from the first one
+    # whenever they share a block; otherwise (a multiplier straddling blocks) fall back.
+    cdef Py_ssize_t first = (first_slot // block) * npix * block + first_slot % block
+    cdef bint one_block = (first_slot % block) + msum <= block
+    cdef const real *src
     cdef real acc
     cdef real *dst
     for h in range(OH):
+        dst = <real *>(y + h * sh)
+        src = packed + first + h * OW * block
         for w in range(OW):
-            pix = h * OW + w
-            acc = 0
-            for m in range(msum):
-                s = first_slot + m
-                acc = acc + packed[(s // block) * npix * block + pix * block + s % block]
-            dst = <real *>(y + h * sh + w * sw)
-            if beta == 0:
-                dst[0] = alpha * (acc + bias)
+            if msum == 1:
+                acc = src[w * block]
+            elif one_block:
+                acc = 0
+                for m in range(msum):
+                    acc = acc + src[w * block + m]
             else:
-                dst[0] = alpha * (acc + bias) + beta * dst[0]
+                acc = 0
+                pix = h * OW + w
+                for m in range(first_slot, first_slot + msum):
+                    acc = acc + packed[(m // block) * npix * block + pix * block + m % block]
+            if beta == 0:
+                (<real *>(<char *>dst + w * sw))[0] = alpha * (acc + bias)
+            else:
+                (<real *>(<char *>dst + w * sw))[0] = (alpha * (acc + bias)
+                                                      + beta * (<real *>(<char *>dst + w * sw))[0])
+
+
+cdef void _unpack_block(const real *src, char *y, Py_ssize_t sc, Py_ssize_t sh, Py_ssize_t sw,
+                        Py_ssize_t OW, Py_ssize_t first_pixel, Py_ssize_t last_pixel,
+                        Py_ssize_t channels, Py_ssize_t block, const real *bias, real alpha,
+                        real beta) noexcept nogil:
+    # Pixels [first, last) of one channel block: each pixel's channels are one contiguous read.
+    cdef Py_ssize_t pix, k
+    cdef real b
+    cdef char *dst
+    cdef const real *row
+    for pix in range(first_pixel, last_pixel):
+        row = src + pix * block
+        dst = y + (pix // OW) * sh + (pix % OW) * sw
+        for k in range(channels):
+            b = bias[k] if bias != NULL else 0
+            if beta == 0:
+                (<real *>(dst + k * sc))[0] = alpha * (row[k] + b)
+            else:
+                (<real *>(dst + k * sc))[0] = alpha * (row[k] + b) + beta * (<real *>(dst + k * sc))[0]
 
 
 def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
@@ -152,7 +184,25 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
     cdef char *base = <char *>&y[0, 0, 0, 0]
     cdef Py_ssize_t sn = y.strides[0], sc = y.strides[1], sh = y.strides[2], sw = y.strides[3]
     cdef const real *src = &packed[0]
+    cdef const real *bias_ptr = &bias[0] if has_bias else NULL
     cdef real a = alpha, bt = beta
+    cdef Py_ssize_t chunk = 64, chunks = (npix + 63) // 64, kb, first_c, count
+    if msum == 1:
+        # Tiled transpose: a task is 64 pixels of one channel block.
+        with nogil:
+            for i in prange(N * groups * nblocks * chunks, num_threads=num_threads,
+                            schedule="static"):
+                c = i % chunks
+                kb = (i // chunks) % nblocks
+                g = (i // (chunks * nblocks)) % groups
+                n = i // (chunks * nblocks * groups)
+                first_c = g * cpg + kb * block
+                count = min(block, cpg - kb * block)
+                _unpack_block(src + ((n * groups + g) * nblocks + kb) * npix * block,
+                              base + n * sn + first_c * sc, sc, sh, sw, OW, c * chunk,
+                              min(npix, (c + 1) * chunk), count, block,
+                              bias_ptr + first_c if has_bias else NULL, a, bt)
+        return
     with nogil:
         for i in prange(N * C, num_threads=num_threads, schedule="static"):
             n = i // C
