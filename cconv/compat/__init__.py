@@ -1,0 +1,74 @@
+"""Compatibility adapters: other libraries' convolution calling conventions on cconv.
+
+Each module keeps one seed system's names, argument order, array layouts and edge-case
+semantics, and translates them into a single call to the public core API
+(``cconv.conv2d``, ``conv2d_backward_data``, ``conv2d_backward_weight``,
+``conv2d_backward_bias``, ``conv_transpose2d``, ``plan_conv2d``, ``find_algorithms``).
+No adapter contains a convolution loop of its own: the only array work done here is
+transposing / flipping / reshaping views and (for MIOpen's bias calls) a broadcast add.
+
+    from cconv.compat import arrayfire   # convolve2_nn, convolve2_gradient_nn   (d0, d1, C, N)
+    from cconv.compat import tensorflow  # conv2d, depthwise_conv2d_native, backprops (NHWC)
+    from cconv.compat import onednn      # Graph API convolution_forward / _backward_data / _backward_weights
+    from cconv.compat import miopen      # ConvolutionDescriptor, Find, execute with alpha/beta
+
+Padding is always resolved to explicit per-side amounts here (TensorFlow "SAME", oneDNN
+auto_pad, ...) before the core is called, so each adapter's rule is visible in its own module.
+"""
+
+import importlib as _importlib
+
+__all__ = ["arrayfire", "tensorflow", "onednn", "miopen"]
+
+
+def __getattr__(name):  # lazy submodule access: ``cconv.compat.miopen`` without importing all four
+    if name in __all__:
+        return _importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers shared by the adapters (argument normalisation only).
+
+
+def _int(value, what):
+    """A Python int from an int-like (numpy integers included); bool and floats are refused."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{what} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _pair(value, what):
+    """int -> (v, v); 2-sequence -> (a, b). Anything else is a ValueError naming ``what``."""
+    import numbers
+
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return (int(value), int(value))
+    try:
+        items = list(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int or a pair of ints, got {value!r}") from None
+    if len(items) != 2:
+        raise ValueError(f"{what} must have 2 entries (height, width), got {len(items)}: {value!r}")
+    return (_int(items[0], what), _int(items[1], what))
+
+
+def _same_pads(in_size, kernel, stride, dilation, lower=False):
+    """TensorFlow / ONNX / oneDNN "SAME" rule for one spatial axis -> (begin, end).
+
+    The output size is ceil(in / stride); the padding needed to get it is split in two, the odd
+    extra going to the end ("same_upper", TensorFlow) or to the beginning ("same_lower").
+    """
+    eff = (kernel - 1) * dilation + 1
+    out = -(-in_size // stride)
+    total = max((out - 1) * stride + eff - in_size, 0)
+    begin = (total + 1) // 2 if lower else total // 2
+    return (begin, total - begin)
+
+
+def _conv_out(in_size, kernel, stride, dilation, pad_begin, pad_end):
+    """Forward convolution output size along one axis (floor rule)."""
+    eff = (kernel - 1) * dilation + 1
+    return (in_size + pad_begin + pad_end - eff) // stride + 1
