@@ -17,6 +17,16 @@ from ._simd import tiles
 _EMPTY = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0, np.float64)}
 
 
+def _tap_slice(taps):
+    """The taps of one stride phase as a slice: they are every (s / gcd(s, d))-th tap, so
+    indexing by slice gives a view and the pack makes a single copy."""
+    if len(taps) == 1:
+        return slice(taps[0], taps[0] + 1)
+    step = taps[1] - taps[0]
+    assert all(b - a == step for a, b in zip(taps, taps[1:]))
+    return slice(taps[0], taps[-1] + 1, step)
+
+
 def _pad_to(array, axis_sizes):
     """Zero-pad the leading axes of ``array`` up to ``axis_sizes`` (None keeps a size)."""
     widths = [(0, (want or have) - have) for have, want in zip(array.shape, axis_sizes)]
@@ -98,17 +108,19 @@ class DirectConvolution:
         if g.depthwise:
             nb = info["out_blocks"]
             blocks = _pad_to(w.reshape(g.K, g.R, g.S), (nb * KB,)).reshape(nb, KB, g.R, g.S)
-            parts = [blocks[:, :, th][:, :, :, tw].transpose(0, 2, 3, 1)
+            parts = [blocks[:, :, _tap_slice(th), _tap_slice(tw)].transpose(0, 2, 3, 1)
                      for th, tw in info["phases"]]
         else:
             rb, rbk, ob = info["red_blocks"], info["dy_block"], info["out_blocks"]
             grouped = _pad_to(w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S), (None, rb * rbk, ob * KB))
             blocks = grouped.reshape(g.groups, rb, rbk, ob, KB, g.R, g.S)
-            parts = [blocks[..., th, :][..., tw].transpose(0, 3, 1, 5, 6, 2, 4)
+            parts = [blocks[..., _tap_slice(th), _tap_slice(tw)].transpose(0, 3, 1, 5, 6, 2, 4)
                      for th, tw in info["phases"]]
         if not parts:
             return np.zeros(1, g.dtype)
-        return np.concatenate([np.ascontiguousarray(p).ravel() for p in parts] + [_EMPTY[g.dtype]])
+        if len(parts) == 1:
+            return np.ascontiguousarray(parts[0]).ravel()
+        return np.concatenate([p.ravel() for p in parts])
 
     # -- passes ----------------------------------------------------------------------------
 
