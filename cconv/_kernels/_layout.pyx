@@ -23,16 +23,16 @@ cdef void _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh
                       Py_ssize_t first_slot, Py_ssize_t slots, Py_ssize_t mult, Py_ssize_t block,
                       Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
                       Py_ssize_t width) noexcept nogil:
-    # Byte offset of each slot's source channel, or -1 for a zero slot past the group's end.
+    # Byte offset of each slot's source channel.  Slots past the group's end are zeros;
+    # they always form the tail of a block, so a count marks them (an offset can be
+    # negative with negative strides, so it cannot serve as a marker).
     cdef Py_ssize_t coff[MAX_BLOCK]
+    cdef Py_ssize_t valid = min(block, slots - first_slot)
     cdef Py_ssize_t c, hp, wp, h, w
     cdef const char *row
     cdef real *d
-    for c in range(block):
-        if first_slot + c < slots:
-            coff[c] = n * sn + (first_channel + (first_slot + c) // mult) * sc
-        else:
-            coff[c] = -1
+    for c in range(valid):
+        coff[c] = n * sn + (first_channel + (first_slot + c) // mult) * sc
     for hp in range(height):
         h = hp - pad_top
         d = dst + hp * width * block
@@ -47,11 +47,10 @@ cdef void _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh
                 for c in range(block):
                     d[wp * block + c] = 0
             else:
-                for c in range(block):
-                    if coff[c] >= 0:
-                        d[wp * block + c] = (<const real *>(row + coff[c] + w * sw))[0]
-                    else:
-                        d[wp * block + c] = 0
+                for c in range(valid):
+                    d[wp * block + c] = (<const real *>(row + coff[c] + w * sw))[0]
+                for c in range(valid, block):
+                    d[wp * block + c] = 0
 
 
 def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
