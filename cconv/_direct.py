@@ -20,8 +20,8 @@ _EMPTY = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): n
 def _tap_slice(taps):
     """The taps of one stride phase as a slice: they are every (s / gcd(s, d))-th tap, so
     indexing by slice gives a view and the pack makes a single copy."""
-    if len(taps) == 1:
-        return slice(taps[0], taps[0] + 1)
+    if len(taps) <= 1:  # a phase may have no taps at all when stride > kernel extent
+        return slice(taps[0], taps[0] + 1) if taps else slice(0, 0)
     step = taps[1] - taps[0]
     assert all(b - a == step for a, b in zip(taps, taps[1:]))
     return slice(taps[0], taps[-1] + 1, step)

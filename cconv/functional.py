@@ -73,10 +73,10 @@ def _check_bias(bias, channels, dtype):
     return np.ascontiguousarray(b, dtype=dtype)
 
 
-def _check_grad_out(grad_out, expected, layout):
+def _check_grad_out(grad_out, expected, layout, shape_name, shape):
     if grad_out.shape != tuple(expected):
-        raise ValueError(f"grad_out has shape {grad_out.shape} but the convolution's output "
-                         f"has shape {tuple(expected)} ({layout})")
+        raise ValueError(f"grad_out has shape {grad_out.shape} but {shape_name}={tuple(shape)} "
+                         f"gives a convolution output of shape {tuple(expected)} ({layout})")
 
 
 def _emit(compute, shape, layout, dtype, result_dtype, out, alpha, beta, empty):
@@ -204,7 +204,7 @@ def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, 
     dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
     geom = _geometry(check_shape4(input_shape, "input_shape"), w.shape, dtype, kw,
                      "input_shape", "weight")
-    _check_grad_out(dy, geom.output_shape(), layout)
+    _check_grad_out(dy, geom.output_shape(), layout, "input_shape", input_shape)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = _scalars(alpha, beta)
     out = _check_out(out, geom.input_shape(), result_dtype)
@@ -241,7 +241,7 @@ def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, di
     dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
     geom = _geometry(xa.shape, check_shape4(weight_shape, "weight_shape"), dtype, kw, "x",
                      "weight_shape")
-    _check_grad_out(dy, geom.output_shape(), layout)
+    _check_grad_out(dy, geom.output_shape(), layout, "weight_shape", weight_shape)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = _scalars(alpha, beta)
     out = _check_out(out, geom.weight_shape(), result_dtype)
@@ -460,8 +460,9 @@ def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, p
                                       groups=groups, layout=layout, weight_layout=weight_layout,
                                       output_shape=output_shape)
     if dy.shape != geom.input_shape():
-        raise ValueError(f"grad_out has shape {dy.shape} but the transposed convolution's "
-                         f"output has shape {geom.input_shape()} ({layout})")
+        raise ValueError(f"grad_out has shape {dy.shape} but x / input_shape and the keywords "
+                         f"give a transposed convolution output of shape {geom.input_shape()} "
+                         f"({layout})")
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = _scalars(alpha, beta)
     shape = check_shape4(input_shape, "input_shape")
@@ -511,8 +512,9 @@ def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, pad
                                       groups=groups, layout=layout, weight_layout=weight_layout,
                                       output_shape=output_shape)
     if dy.shape != geom.input_shape():
-        raise ValueError(f"grad_out has shape {dy.shape} but the transposed convolution's "
-                         f"output has shape {geom.input_shape()} ({layout})")
+        raise ValueError(f"grad_out has shape {dy.shape} but x / input_shape and the keywords "
+                         f"give a transposed convolution output of shape {geom.input_shape()} "
+                         f"({layout})")
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = _scalars(alpha, beta)
     out = _check_out(out, geom.weight_shape(), result_dtype)
