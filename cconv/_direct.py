@@ -45,17 +45,41 @@ class DirectConvolution:
         self._run = getattr(tiles, f"run_jobs_{geom.dtype.name}")
         self._passes = {}
 
-    def schedule(self, op):
-        """The cached ``_schedule.Pass`` of ``op``."""
-        if op not in self._passes:
+    def schedule(self, op, target="blocked"):
+        """The cached ``_schedule.Pass`` of ``op`` writing to ``target``."""
+        key = (op, target)
+        if key not in self._passes:
             make = getattr(_schedule, op)
-            self._passes[op] = make(self.geom, self.vl, tiles.TILE_ROWS)
-        return self._passes[op]
+            args = (target,) if op != "backward_weight" else ()
+            self._passes[key] = make(self.geom, self.vl, tiles.TILE_ROWS, *args)
+        return self._passes[key]
+
+    def _target(self, y):
+        """Write straight into ``y`` (a logical NCHW view) when its memory is a contiguous
+        NCHW or NHWC array of the compute dtype; else through a blocked buffer + unpack."""
+        if y.dtype != self.geom.dtype:
+            return "blocked"
+        if y.flags.c_contiguous:
+            return "NCHW"
+        if y.transpose(0, 2, 3, 1).flags.c_contiguous:
+            return "NHWC"
+        return "blocked"
+
+    def _run_into(self, p, target, A, B, y, bias, alpha, beta, nthreads):
+        """Run a pass's jobs straight into ``y`` (target NCHW / NHWC)."""
+        flat = y if target == "NCHW" else y.transpose(0, 2, 3, 1)
+        self._run(p.depthwise, A, B, flat.reshape(-1), p.jobs, p.table, nthreads,
+                  p.info["col_stride"], bias, alpha, beta)
 
     def workspace_bytes(self, op):
         """Bytes of the packed and blocked buffers one call of ``op`` allocates."""
-        g, p = self.geom, self.schedule(op)
-        info, item = p.info, g.dtype.itemsize
+        g, item = self.geom, self.geom.dtype.itemsize
+        # Forward and backward-data write a contiguous result directly (no blocked buffer),
+        # except a depthwise multiplier's backward-data, which goes through the unpack.
+        direct = op != "backward_weight" and not (op == "backward_data" and g.depthwise
+                                                   and g.Kg > 1)
+        p = self.schedule(op, "NCHW" if direct else "blocked")
+        info = p.info
         if op == "backward_data":
             dy_blocks = -(-g.K // self.vl) if g.depthwise else g.groups * info["red_blocks"]
             packed = g.N * dy_blocks * info["OHp"] * info["OWp"] * info["dy_block"]
@@ -126,9 +150,13 @@ class DirectConvolution:
 
     def forward(self, x, w, bias, y, alpha, beta, nthreads):
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view)."""
-        g, p = self.geom, self.schedule("forward")
+        g, target = self.geom, self._target(y)
+        p = self.schedule("forward", target)
         packed_x = self._pack_input(x, nthreads)
         packed_w = self._pack_forward_weight(w)
+        if target != "blocked":
+            self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
+            return
         blocked = np.empty(p.out_size, g.dtype)
         self._run(p.depthwise, packed_x, packed_w, blocked, p.jobs, p.table, nthreads)
         nblocks = p.info["nblocks"] if g.depthwise else p.info["Kb"]
@@ -141,7 +169,10 @@ class DirectConvolution:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW views).
 
         ``bias`` (C,) serves transposed convolution, whose forward pass this is."""
-        g, p = self.geom, self.schedule("backward_data")
+        g = self.geom
+        # A depthwise multiplier sums several blocked columns per channel: only unpack does that.
+        target = self._target(dx) if not (g.depthwise and g.Kg > 1) else "blocked"
+        p = self.schedule("backward_data", target)
         info = p.info
         (lo_h, _), (lo_w, _) = info["pads"]
         if g.depthwise:
@@ -151,6 +182,9 @@ class DirectConvolution:
             packed_dy = self._pack_activation(dy, info["dy_block"], g.Kg, 1, g.groups,
                                               (lo_h, lo_w), info["OHp"], info["OWp"], nthreads)
         packed_w = self._pack_backward_data_weight(w, info)
+        if target != "blocked":
+            self._run_into(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads)
+            return
         blocked = np.empty(p.out_size, g.dtype)
         self._run(p.depthwise, packed_dy, packed_w, blocked, p.jobs, p.table, nthreads)
         bias = _EMPTY[g.dtype] if bias is None else bias

@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 JOB_FIELDS = ("a", "b", "red", "length", "rows", "outs", "nrows", "out", "inner", "a_step",
-              "b_step")
+              "b_step", "ncols", "bias")
+TARGETS = ("blocked", "NCHW", "NHWC")
 MAX_CHANNEL_BLOCK = 16
 # Backward-weight splits its reduction until about this many jobs exist.  The
 # number depends on the shape only, so results do not depend on the thread count.
@@ -65,6 +66,8 @@ class _Table:
 def _jobs(**columns):
     """A job table from broadcastable columns named as in JOB_FIELDS."""
     columns.setdefault("inner", 1)
+    if "ncols" not in columns:
+        raise ValueError("every job table needs its valid column count")
     arrays = np.broadcast_arrays(*[np.asarray(columns.get(name, 0), dtype=np.int64)
                                    for name in JOB_FIELDS])
     return np.stack([a.ravel() for a in arrays], axis=1)
@@ -93,6 +96,22 @@ class Pass:
     info: dict = field(default_factory=dict)
 
 
+def _placement(target, n, first_channel, ncols, channels, npix, width, blocked_index):
+    """Where jobs write: (job columns, row-offset scale, column stride).
+
+    ``blocked``: the ``[...][npix][width]`` buffer a later unpack reads; ``NCHW`` /
+    ``NHWC``: straight into a contiguous result with ``channels`` channels, columns
+    ``first_channel .. first_channel + ncols`` of image ``n``.
+    """
+    if target == "blocked":
+        return dict(out=blocked_index * npix * width, ncols=width), width, 1
+    if target == "NCHW":
+        return dict(out=(n * channels + first_channel) * npix, ncols=ncols,
+                    bias=first_channel), 1, npix
+    return dict(out=n * npix * channels + first_channel, ncols=ncols,
+                bias=first_channel), channels, 1
+
+
 def _axis_phases(size, out_size, kernel, stride, dilation, pad):
     """Stride phases of one axis for backward-data.
 
@@ -113,8 +132,8 @@ def _axis_phases(size, out_size, kernel, stride, dilation, pad):
     return phases, lo, hi
 
 
-def forward(geom, vl, tile_rows):
-    """Jobs of the forward pass."""
+def forward(geom, vl, tile_rows, target="blocked"):
+    """Jobs of the forward pass, writing to ``target`` (one of TARGETS)."""
     (pt, pb), (pl, pr) = geom.pads
     sh, sw = geom.stride
     dh, dw = geom.dilation
@@ -129,15 +148,18 @@ def forward(geom, vl, tile_rows):
         plane = Hp * Wp * block
         red = table.add(taps * block)
         rows = table.add(pixels * block)
-        outs = table.add(np.arange(npix) * block)
         n = np.arange(geom.N)[:, None, None]
         vb = np.arange(Vb)[None, :, None]
         RS = geom.R * geom.S
+        place, scale, col_stride = _placement(target, n, vb * block,
+                                              np.minimum(block, geom.K - vb * block), geom.K,
+                                              npix, block, n * Vb + vb)
+        outs = table.add(np.arange(npix) * scale)
         jobs = _jobs(a=(n * Vb + vb) * plane, b=vb * RS * block, red=red, length=RS,
-                     rows=rows + starts, outs=outs + starts, nrows=nrows,
-                     out=(n * Vb + vb) * npix * block)
-        info = dict(block=block, nblocks=Vb, Hp=Hp, Wp=Wp)
-        return Pass(True, jobs, table.array(), geom.N * Vb * npix * block, info)
+                     rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
+        info = dict(block=block, nblocks=Vb, Hp=Hp, Wp=Wp, col_stride=col_stride)
+        out_size = geom.N * Vb * npix * block if target == "blocked" else 0
+        return Pass(True, jobs, table.array(), out_size, info)
     G, KB = geom.groups, 2 * vl
     Cb, CB = channel_blocks(geom.Cg)
     Kb = -(-geom.Kg // KB)
@@ -147,19 +169,24 @@ def forward(geom, vl, tile_rows):
     L = reduction.size
     red = table.add(reduction)
     rows = table.add(pixels * CB)
-    outs = table.add(np.arange(npix) * KB)
     n = np.arange(geom.N)[:, None, None, None]
     g = np.arange(G)[None, :, None, None]
     kb = np.arange(Kb)[None, None, :, None]
+    place, scale, col_stride = _placement(target, n, g * geom.Kg + kb * KB,
+                                          np.minimum(KB, geom.Kg - kb * KB), geom.K, npix, KB,
+                                          (n * G + g) * Kb + kb)
+    outs = table.add(np.arange(npix) * scale)
     jobs = _jobs(a=(n * G + g) * Cb * plane, b=(g * Kb + kb) * L * KB, red=red, length=L,
-                 rows=rows + starts, outs=outs + starts, nrows=nrows,
-                 out=((n * G + g) * Kb + kb) * npix * KB)
-    info = dict(CB=CB, Cb=Cb, KB=KB, Kb=Kb, Hp=Hp, Wp=Wp)
-    return Pass(False, jobs, table.array(), geom.N * G * Kb * npix * KB, info)
+                 rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
+    info = dict(CB=CB, Cb=Cb, KB=KB, Kb=Kb, Hp=Hp, Wp=Wp, col_stride=col_stride)
+    out_size = geom.N * G * Kb * npix * KB if target == "blocked" else 0
+    return Pass(False, jobs, table.array(), out_size, info)
 
 
-def backward_data(geom, vl, tile_rows):
-    """Jobs of the backward-data pass, one stride phase at a time."""
+def backward_data(geom, vl, tile_rows, target="blocked"):
+    """Jobs of the backward-data pass, one stride phase at a time, writing to ``target``.
+
+    A depthwise multiplier > 1 needs the blocked target (the unpack sums the copies)."""
     (pt, _), (pl, _) = geom.pads
     sh, sw = geom.stride
     dh, dw = geom.dilation
@@ -196,24 +223,29 @@ def backward_data(geom, vl, tile_rows):
             L = reduction.size
             red = table.add(reduction)
             rows = table.add(_grid(count_h, count_w, OWp, 1) * red_block)
-            outs = table.add(_grid(count_h, count_w, sh * geom.W, sw, a * geom.W + b) * KB)
             n = np.arange(geom.N)[:, None, None, None]
             g = np.arange(G)[None, :, None, None]
             ob = np.arange(out_blocks)[None, None, :, None]
             group_in = (n * G + g) * red_blocks * plane
             if geom.depthwise:
                 group_in = (n * out_blocks + ob) * plane
+                first, ncols = ob * KB, np.minimum(KB, geom.C - ob * KB)
+            else:
+                first, ncols = g * geom.Cg + ob * KB, np.minimum(KB, geom.Cg - ob * KB)
+            place, scale, col_stride = _placement(target, n, first, ncols, geom.C, hw, KB,
+                                                  (n * G + g) * out_blocks + ob)
+            outs = table.add(_grid(count_h, count_w, sh * geom.W, sw, a * geom.W + b) * scale)
             job_parts.append(_jobs(
                 a=group_in, b=w_offset + (g * out_blocks + ob) * L * KB, red=red, length=L,
-                rows=rows + starts, outs=outs + starts, nrows=nrows,
-                out=((n * G + g) * out_blocks + ob) * hw * KB))
+                rows=rows + starts, outs=outs + starts, nrows=nrows, **place))
             phases.append((taps_h, taps_w))
             w_offset += G * out_blocks * L * KB
     jobs = np.concatenate(job_parts) if job_parts else np.zeros((0, len(JOB_FIELDS)), np.int64)
     info = dict(phases=phases, pads=((lo_h, hi_h), (lo_w, hi_w)), OHp=OHp, OWp=OWp,
                 dy_block=dy_block, red_blocks=red_blocks, KB=KB, out_blocks=out_blocks,
-                weight_size=w_offset)
-    return Pass(geom.depthwise, jobs, table.array(), geom.N * G * out_blocks * hw * KB, info)
+                weight_size=w_offset, col_stride=hw if target == "NCHW" else 1)
+    out_size = geom.N * G * out_blocks * hw * KB if target == "blocked" else 0
+    return Pass(geom.depthwise, jobs, table.array(), out_size, info)
 
 
 def _reduction_splits(N, npix, base_jobs):
@@ -271,7 +303,7 @@ def backward_weight(geom, vl, tile_rows):
             a = n0 * image_in + g * in_blocks * plane
         parts.append(_jobs(
             a=a, a_step=image_in, b=n0 * image_dy + (g * nb + kb) * npix * KB + p0 * KB,
-            b_step=image_dy, inner=n1 - n0, red=red + p0, length=p1 - p0,
+            b_step=image_dy, inner=n1 - n0, red=red + p0, length=p1 - p0, ncols=KB,
             rows=rows + starts, outs=outs + starts, nrows=nrows,
             out=((index * G + g) * nb + kb) * Q * KB))
     info = dict(fwd.info, splits=len(splits), Q=Q, G=G, nb=nb, KB=KB)
