@@ -17,23 +17,6 @@ from ._simd import tiles
 _EMPTY = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0, np.float64)}
 
 
-def _tap_slice(taps):
-    """The taps of one stride phase as a slice: they are every (s / gcd(s, d))-th tap, so
-    indexing by slice gives a view and the pack makes a single copy."""
-    if len(taps) <= 1:  # a phase may have no taps at all when stride > kernel extent
-        return slice(taps[0], taps[0] + 1) if taps else slice(0, 0)
-    step = taps[1] - taps[0]
-    assert all(b - a == step for a, b in zip(taps, taps[1:]))
-    return slice(taps[0], taps[-1] + 1, step)
-
-
-def _pad_to(array, axis_sizes):
-    """Zero-pad the leading axes of ``array`` up to ``axis_sizes`` (None keeps a size)."""
-    widths = [(0, (want or have) - have) for have, want in zip(array.shape, axis_sizes)]
-    widths += [(0, 0)] * (array.ndim - len(widths))
-    return np.pad(array, widths) if any(w for _, w in widths) else array
-
-
 class DirectConvolution:
     """Blocked direct convolution of one geometry: forward, backward-data, backward-weight."""
 
@@ -115,36 +98,40 @@ class DirectConvolution:
         return self._pack_activation(x, info["CB"], g.Cg, 1, g.groups, (pt, pl), info["Hp"],
                                      info["Wp"], nthreads)
 
-    def _pack_forward_weight(self, w):
-        g, info = self.geom, self.schedule("forward").info
-        if g.depthwise:
-            nb, vl = info["nblocks"], info["block"]
-            blocks = _pad_to(w.reshape(g.K, g.R, g.S), (nb * vl,)).reshape(nb, vl, g.R, g.S)
-            return np.ascontiguousarray(blocks.transpose(0, 2, 3, 1)).ravel()
-        Kb, KB, Cb, CB = info["Kb"], info["KB"], info["Cb"], info["CB"]
-        grouped = _pad_to(w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S), (None, Kb * KB, Cb * CB))
-        blocks = grouped.reshape(g.groups, Kb, KB, Cb, CB, g.R, g.S)
-        return np.ascontiguousarray(blocks.transpose(0, 1, 3, 5, 6, 4, 2)).ravel()
+    def _pack_weight(self, w, groups, Kg, Cg, swap, col_block, red_block, taps, nthreads):
+        cols, reds = (Cg, Kg) if swap else (Kg, Cg)
+        size = (groups * -(-cols // col_block) * -(-reds // red_block) * len(taps)
+                * red_block * col_block)
+        packed = np.empty(size, self.geom.dtype)
+        _layout.pack_weight(w.reshape(-1), packed, groups, Kg, Cg, self.geom.R * self.geom.S,
+                            swap, col_block, red_block, np.asarray(taps, np.intp), nthreads)
+        return packed
 
-    def _pack_backward_data_weight(self, w, info):
-        g = self.geom
-        KB = info["KB"]
+    def _pack_forward_weight(self, w, nthreads):
+        """[G][Kb][Cb][R*S][CB][KB] (dense) or [Vb][R*S][VL] (depthwise)."""
+        g, info = self.geom, self.schedule("forward").info
+        taps = np.arange(g.R * g.S)
         if g.depthwise:
-            nb = info["out_blocks"]
-            blocks = _pad_to(w.reshape(g.K, g.R, g.S), (nb * KB,)).reshape(nb, KB, g.R, g.S)
-            parts = [blocks[:, :, _tap_slice(th), _tap_slice(tw)].transpose(0, 2, 3, 1)
-                     for th, tw in info["phases"]]
-        else:
-            rb, rbk, ob = info["red_blocks"], info["dy_block"], info["out_blocks"]
-            grouped = _pad_to(w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S), (None, rb * rbk, ob * KB))
-            blocks = grouped.reshape(g.groups, rb, rbk, ob, KB, g.R, g.S)
-            parts = [blocks[..., _tap_slice(th), _tap_slice(tw)].transpose(0, 3, 1, 5, 6, 2, 4)
-                     for th, tw in info["phases"]]
-        if not parts:
-            return np.zeros(1, g.dtype)
-        if len(parts) == 1:
-            return np.ascontiguousarray(parts[0]).ravel()
-        return np.concatenate([p.ravel() for p in parts])
+            return self._pack_weight(w, 1, g.K, 1, False, info["block"], 1, taps, nthreads)
+        return self._pack_weight(w, g.groups, g.Kg, g.Cg, False, info["KB"], info["CB"], taps,
+                                 nthreads)
+
+    def _pack_backward_data_weight(self, w, info, nthreads):
+        """Per stride phase: [G][Cbo][Kb'][taps][CBk][KB] (dense) or [Vb][taps][VL]."""
+        g = self.geom
+        parts = []
+        for taps_h, taps_w in info["phases"]:
+            taps = (np.asarray(taps_h, np.intp)[:, None] * g.S
+                    + np.asarray(taps_w, np.intp)[None, :]).ravel()
+            if g.depthwise:
+                parts.append(self._pack_weight(w, 1, g.K, 1, False, info["KB"], 1, taps,
+                                               nthreads))
+            else:
+                parts.append(self._pack_weight(w, g.groups, g.Kg, g.Cg, True, info["KB"],
+                                               info["dy_block"], taps, nthreads))
+        # Never empty: the kernels take the address of element 0 (jobs of empty phases
+        # have length 0 and read nothing).
+        return np.concatenate(parts + [np.zeros(1, g.dtype)])
 
     # -- passes ----------------------------------------------------------------------------
 
@@ -153,7 +140,7 @@ class DirectConvolution:
         g, target = self.geom, self._target(y)
         p = self.schedule("forward", target)
         packed_x = self._pack_input(x, nthreads)
-        packed_w = self._pack_forward_weight(w)
+        packed_w = self._pack_forward_weight(w, nthreads)
         if target != "blocked":
             self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
             return
@@ -181,7 +168,7 @@ class DirectConvolution:
         else:
             packed_dy = self._pack_activation(dy, info["dy_block"], g.Kg, 1, g.groups,
                                               (lo_h, lo_w), info["OHp"], info["OWp"], nthreads)
-        packed_w = self._pack_backward_data_weight(w, info)
+        packed_w = self._pack_backward_data_weight(w, info, nthreads)
         if target != "blocked":
             self._run_into(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads)
             return

@@ -8,6 +8,7 @@ a tile kernel finds the channels of one pixel side by side.
 """
 
 from cython.parallel cimport prange
+from libc.string cimport memset
 
 ctypedef fused real:
     float
@@ -210,3 +211,78 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
             _unpack_plane(src + (n * groups + g) * group_size, base + n * sn + c * sc, sh, sw,
                           OH, OW, (c % cpg) * msum, msum, block,
                           bias[c] if has_bias else 0, a, bt)
+
+
+cdef void _pack_weight_block(const real *w, real *dst, Py_ssize_t Kg, Py_ssize_t Cg,
+                             Py_ssize_t RS, Py_ssize_t g, Py_ssize_t col0, Py_ssize_t ncol,
+                             Py_ssize_t red0, Py_ssize_t nred, bint swap,
+                             const Py_ssize_t *taps, Py_ssize_t ntaps) noexcept nogil:
+    # One (group, column block, reduction block): [taps][nred][ncol], zeros past the edges.
+    # Reads go along the weight's rows (contiguous taps) and writes scatter inside this
+    # L1-sized block: gathering columns instead strides Cg*R*S elements, which for
+    # power-of-two channel counts maps every read to the same few cache sets.
+    cdef Py_ssize_t cols = Cg if swap else Kg
+    cdef Py_ssize_t reds = Kg if swap else Cg
+    cdef Py_ssize_t valid_cols = min(ncol, cols - col0)
+    cdef Py_ssize_t valid_reds = min(nred, reds - red0)
+    cdef Py_ssize_t col_stride = RS if swap else Cg * RS
+    cdef Py_ssize_t red_stride = Cg * RS if swap else RS
+    cdef const real *src
+    cdef Py_ssize_t t, i, j
+    if valid_cols < ncol or valid_reds < nred:
+        memset(dst, 0, ntaps * nred * ncol * sizeof(real))
+    for j in range(valid_cols):
+        for i in range(valid_reds):
+            src = w + g * Kg * Cg * RS + (col0 + j) * col_stride + (red0 + i) * red_stride
+            for t in range(ntaps):
+                dst[(t * nred + i) * ncol + j] = src[taps[t]]
+
+
+def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize_t Kg,
+                Py_ssize_t Cg, Py_ssize_t RS, bint swap, Py_ssize_t col_block,
+                Py_ssize_t red_block, const Py_ssize_t[::1] taps, int num_threads):
+    """Pack a (K, C/groups, R, S) weight for the tile kernels.
+
+    ``packed[g][cb][rb][t][i][j]`` = ``w[g*Kg + k, c, taps[t]]`` with ``k = cb*col_block + j``,
+    ``c = rb*red_block + i`` (``swap=False``: forward, columns are output channels) or
+    ``k = rb*red_block + i``, ``c = cb*col_block + j`` (``swap=True``: backward-data), and 0
+    past the channel counts.  ``taps`` are flat indices ``r*S + s`` (one stride phase's subset
+    for backward-data).
+
+    Parameters
+    ----------
+    w : contiguous weight, flattened
+    packed : contiguous output of ``groups*col_blocks*red_blocks*len(taps)*red_block*col_block``
+    groups, Kg, Cg, RS : int
+    swap : bool
+    col_block, red_block : int
+    taps : contiguous intp array
+    num_threads : int
+    """
+    cdef Py_ssize_t cols = Cg if swap else Kg
+    cdef Py_ssize_t reds = Kg if swap else Cg
+    cdef Py_ssize_t col_blocks = (cols + col_block - 1) // col_block
+    cdef Py_ssize_t red_blocks = (reds + red_block - 1) // red_block
+    cdef Py_ssize_t ntaps = taps.shape[0]
+    cdef Py_ssize_t block = ntaps * red_block * col_block
+    cdef Py_ssize_t nblocks = groups * col_blocks * red_blocks
+    cdef Py_ssize_t i, g, cb, rb
+    if w.shape[0] != groups * Kg * Cg * RS:
+        raise ValueError(f"w has {w.shape[0]} elements, expected {groups * Kg * Cg * RS}")
+    if packed.shape[0] != nblocks * block:
+        raise ValueError(f"packed has {packed.shape[0]} elements, expected {nblocks * block}")
+    for i in range(ntaps):
+        if not 0 <= taps[i] < RS:
+            raise ValueError(f"tap {taps[i]} outside 0..{RS - 1}")
+    if nblocks * block == 0:
+        return
+    cdef const real *src = &w[0]
+    cdef real *dst = &packed[0]
+    cdef const Py_ssize_t *tp = &taps[0]
+    with nogil:
+        for i in prange(nblocks, num_threads=num_threads, schedule="static"):
+            rb = i % red_blocks
+            cb = (i // red_blocks) % col_blocks
+            g = i // (red_blocks * col_blocks)
+            _pack_weight_block(src, dst + i * block, Kg, Cg, RS, g, cb * col_block, col_block,
+                               rb * red_block, red_block, swap, tp, ntaps)
