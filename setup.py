@@ -73,14 +73,16 @@ def _openmp_flags():
     return [], []
 
 
-def _render_templates(variants):
-    template = (KERNELS / "_tiles.pyx.tp").read_text()
-    for name, spec in variants.items():
-        text = Tempita.sub(template, isa=name, vbytes=spec["vbytes"], tile_rows=spec["tile_rows"])
-        target = KERNELS / f"_tiles_{name}.pyx"
-        header = "# Generated from _tiles.pyx.tp by setup.py: edit the template, not this file.\n"
-        if not target.exists() or target.read_text() != header + text:
-            target.write_text(header + text)
+def _render_templates(variants, stems=("_tiles", "_winograd")):
+    for stem in stems:
+        template = (KERNELS / f"{stem}.pyx.tp").read_text()
+        for name, spec in variants.items():
+            text = Tempita.sub(template, isa=name, vbytes=spec["vbytes"],
+                               tile_rows=spec["tile_rows"])
+            target = KERNELS / f"{stem}_{name}.pyx"
+            header = f"# Generated from {stem}.pyx.tp by setup.py: edit the template, not this file.\n"
+            if not target.exists() or target.read_text() != header + text:
+                target.write_text(header + text)
 
 
 def _extensions():
@@ -104,11 +106,12 @@ def _extensions():
         Extension("cconv._kernels._layout", [str(KERNELS / "_layout.pyx")],
                   extra_compile_args=base_flags + omp_compile, **common),
     ]
-    for name, spec in variants.items():
-        exts.append(Extension(
-            f"cconv._kernels._tiles_{name}", [str(KERNELS / f"_tiles_{name}.pyx")],
-            extra_compile_args=base_flags + omp_compile + spec["flags"]
-            + [f"-DCCONV_VBYTES={spec['vbytes']}"], **common))
+    for stem in ("_tiles", "_winograd"):
+        for name, spec in variants.items():
+            exts.append(Extension(
+                f"cconv._kernels.{stem}_{name}", [str(KERNELS / f"{stem}_{name}.pyx")],
+                extra_compile_args=base_flags + omp_compile + spec["flags"]
+                + [f"-DCCONV_VBYTES={spec['vbytes']}"], **common))
     return exts
 
 

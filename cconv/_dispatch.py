@@ -24,10 +24,12 @@ import numpy as np
 
 from ._direct import DirectConvolution
 from ._simd import LEVEL
+from ._winograd import WinogradConvolution
 
 OPS = ("forward", "backward_data", "backward_weight")
 # Preference order for "auto"; an algorithm appears here once it is implemented.
-_IMPLEMENTATIONS = collections.OrderedDict([("direct", DirectConvolution)])
+_IMPLEMENTATIONS = collections.OrderedDict([("direct", DirectConvolution),
+                                           ("winograd", WinogradConvolution)])
 ALGORITHMS = tuple(_IMPLEMENTATIONS)
 
 AlgoResult = collections.namedtuple("AlgoResult", ["algo", "time_ms", "workspace_bytes"])
@@ -60,8 +62,18 @@ def usable(geom, op):
 
 
 def heuristic(geom, op):
-    """The algorithm ``"auto"`` picks: the first usable one in preference order."""
-    return usable(geom, op)[0]
+    """The algorithm ``"auto"`` picks: the first usable one in preference order, except:
+
+    Winograd for forward and backward-data of 3x3 stride-1 dilation-1 layers with at least
+    32 input and output channels per group (measured 1.2-1.7x the direct kernel there on
+    res3 / vgg16 / 64- and 32-channel layers; at 16 channels it is not faster, and its
+    backward-weight is at parity with direct, so direct keeps that pass).
+    """
+    candidates = usable(geom, op)
+    if ("winograd" in candidates and op in ("forward", "backward_data")
+            and min(geom.Cg, geom.Kg) >= 32):
+        return "winograd"
+    return candidates[0]
 
 
 def select(geom, op, algo, num_threads):

@@ -1,0 +1,222 @@
+"""Winograd F(2x2,3x3): all three passes against a float64 reference written here.
+
+The reference is plain NumPy: one einsum per kernel tap over a window of the zero-padded
+input (forward, backward-weight) or a scatter-add into a padded gradient (backward-data).
+It does not call cconv's direct algorithm.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cconv
+from cconv import _dispatch
+from cconv._geometry import make_geometry
+from cconv._winograd import WinogradConvolution
+
+
+# -- reference (float64, NCHW / OIHW, 3x3, stride 1) ------------------------------------------
+
+def ref_forward(x, w, pads, groups):
+    (pt, pb), (pl, pr) = pads
+    N, C, H, W = x.shape
+    K, Cg = w.shape[:2]
+    Kg = K // groups
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    OH, OW = xp.shape[2] - 2, xp.shape[3] - 2
+    y = np.zeros((N, K, OH, OW))
+    for g in range(groups):
+        xs, ws = xp[:, g * Cg:(g + 1) * Cg], w[g * Kg:(g + 1) * Kg].astype(np.float64)
+        for r in range(3):
+            for s in range(3):
+                y[:, g * Kg:(g + 1) * Kg] += np.einsum("nchw,kc->nkhw",
+                                                       xs[:, :, r:r + OH, s:s + OW], ws[:, :, r, s])
+    return y
+
+
+def ref_backward_data(dy, w, x_shape, pads, groups):
+    (pt, pb), (pl, pr) = pads
+    N, C, H, W = x_shape
+    K, Cg = w.shape[:2]
+    Kg = K // groups
+    OH, OW = dy.shape[2:]
+    dxp = np.zeros((N, C, H + pt + pb, W + pl + pr))
+    for g in range(groups):
+        dys, ws = dy[:, g * Kg:(g + 1) * Kg].astype(np.float64), w[g * Kg:(g + 1) * Kg]
+        for r in range(3):
+            for s in range(3):
+                dxp[:, g * Cg:(g + 1) * Cg, r:r + OH, s:s + OW] += np.einsum(
+                    "nkhw,kc->nchw", dys, ws[:, :, r, s].astype(np.float64))
+    return dxp[:, :, pt:pt + H, pl:pl + W]
+
+
+def ref_backward_weight(dy, x, pads, groups):
+    (pt, pb), (pl, pr) = pads
+    N, C, H, W = x.shape
+    K = dy.shape[1]
+    Cg, Kg = C // groups, K // groups
+    OH, OW = dy.shape[2:]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    dw = np.zeros((K, Cg, 3, 3))
+    for g in range(groups):
+        dys = dy[:, g * Kg:(g + 1) * Kg].astype(np.float64)
+        for r in range(3):
+            for s in range(3):
+                dw[g * Kg:(g + 1) * Kg, :, r, s] = np.einsum(
+                    "nkhw,nchw->kc", dys, xp[:, g * Cg:(g + 1) * Cg, r:r + OH, s:s + OW])
+    return dw
+
+
+def rel_err(got, ref):
+    return float(np.abs(got.astype(np.float64) - ref).max() / max(np.abs(ref).max(), 1e-300))
+
+
+TOL = {np.float32: 1e-5, np.float64: 1e-12}
+
+
+# -- the shape sweep --------------------------------------------------------------------------
+
+@st.composite
+def cases(draw):
+    depthwise = draw(st.booleans()) and draw(st.booleans())
+    if depthwise:
+        C = draw(st.integers(1, 8))
+        groups, K = C, C * draw(st.integers(1, 3))
+    else:
+        groups = draw(st.sampled_from([1, 1, 2, 3]))
+        C = groups * draw(st.integers(1, 20 // groups))
+        K = groups * draw(st.integers(1, 20 // groups))
+    H, W = draw(st.integers(1, 15)), draw(st.integers(1, 15))
+    pads = []
+    for size in (H, W):
+        lo, hi = draw(st.integers(0, 3)), draw(st.integers(0, 3))
+        if size + lo + hi < 3:           # the kernel must fit in the padded input
+            hi += 3 - (size + lo + hi)
+        pads.append((lo, hi))
+    return dict(N=draw(st.integers(1, 3)), C=C, K=K, H=H, W=W, pads=tuple(pads),
+                groups=groups, layout=draw(st.sampled_from(["NCHW", "NHWC"])),
+                dtype=draw(st.sampled_from([np.float32, np.float64])),
+                seed=draw(st.integers(0, 2**31 - 1)))
+
+
+def _operands(case):
+    rng = np.random.default_rng(case["seed"])
+    dt = case["dtype"]
+    x = rng.standard_normal((case["N"], case["C"], case["H"], case["W"])).astype(dt)
+    w = rng.standard_normal((case["K"], case["C"] // case["groups"], 3, 3)).astype(dt)
+    y = ref_forward(x, w, case["pads"], case["groups"])
+    dy = rng.standard_normal(y.shape).astype(dt)
+    return x, w, y, dy
+
+
+def _to(a, layout):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if layout == "NHWC" else a
+
+
+def _from(a, layout):
+    return a.transpose(0, 3, 1, 2) if layout == "NHWC" else a
+
+
+@settings(max_examples=60)
+@given(cases())
+def test_all_passes_match_reference(case):
+    x, w, y_ref, dy = _operands(case)
+    kw = dict(padding=case["pads"], groups=case["groups"], layout=case["layout"],
+              algo="winograd")
+    L, tol = case["layout"], TOL[case["dtype"]]
+    y = _from(cconv.conv2d(_to(x, L), w, **kw), L)
+    assert y.dtype == case["dtype"]
+    assert rel_err(y, y_ref) <= tol
+    dx = _from(cconv.conv2d_backward_data(_to(dy, L), w, _to(x, L).shape, **kw), L)
+    assert rel_err(dx, ref_backward_data(dy, w, x.shape, case["pads"], case["groups"])) <= tol
+    dw = cconv.conv2d_backward_weight(_to(dy, L), _to(x, L), w.shape, **kw)
+    assert dw.shape == w.shape and dw.flags.c_contiguous
+    assert rel_err(dw, ref_backward_weight(dy, x, case["pads"], case["groups"])) <= tol
+
+
+def test_bias_alpha_beta_and_strided_views():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 9, 11))[:, :, ::-1, 1:]   # negative / offset strides
+    w = rng.standard_normal((4, 6, 3, 3))
+    b = rng.standard_normal(4)
+    out = rng.standard_normal((2, 4, 9, 10))
+    expect = 0.5 * (ref_forward(x, w, ((1, 1), (1, 1)), 1) + b[None, :, None, None]) + 2.0 * out
+    got = cconv.conv2d(x, w, b, padding=1, algo="winograd", out=out, alpha=0.5, beta=2.0)
+    assert got is out
+    assert rel_err(got, expect) <= 1e-12
+    nan = np.full((2, 4, 9, 10), np.nan)       # beta == 0 never reads out
+    cconv.conv2d(x, w, b, padding=1, algo="winograd", out=nan, alpha=1.0, beta=0.0)
+    assert np.isfinite(nan).all()
+
+
+@pytest.mark.parametrize("channels", [256, 512])
+def test_float32_accuracy_many_channels(channels):
+    rng = np.random.default_rng(channels)
+    x = rng.standard_normal((1, channels, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((channels, channels, 3, 3)).astype(np.float32)
+    pads = ((1, 1), (1, 1))
+    y_ref = ref_forward(x, w, pads, 1)
+    dy = rng.standard_normal(y_ref.shape).astype(np.float32)
+    y = cconv.conv2d(x, w, padding=1, algo="winograd")
+    dx = cconv.conv2d_backward_data(dy, w, x.shape, padding=1, algo="winograd")
+    dw = cconv.conv2d_backward_weight(dy, x, w.shape, padding=1, algo="winograd")
+    errs = (rel_err(y, y_ref), rel_err(dx, ref_backward_data(dy, w, x.shape, pads, 1)),
+            rel_err(dw, ref_backward_weight(dy, x, pads, 1)))
+    assert max(errs) <= 1e-4, errs
+
+
+def test_backward_weight_is_deterministic_across_thread_counts():
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 24, 20, 20)).astype(np.float32)
+    dy = rng.standard_normal((3, 40, 20, 20)).astype(np.float32)
+    dws = [cconv.conv2d_backward_weight(dy, x, (40, 24, 3, 3), padding=1, algo="winograd",
+                                        num_threads=t) for t in (1, 2, 3)]
+    assert all(np.array_equal(dws[0], d) for d in dws[1:])
+
+
+@pytest.mark.parametrize("kw, reason", [
+    (dict(w_shape=(4, 3, 5, 5)), "3x3 kernel, got 5x5"),
+    (dict(w_shape=(4, 3, 1, 3)), "3x3 kernel, got 1x3"),
+    (dict(stride=2), "stride 1"),
+    (dict(dilation=2), "dilation 1"),
+])
+def test_ineligible_shapes_raise(kw, reason):
+    w_shape = kw.pop("w_shape", (4, 3, 3, 3))
+    x = np.ones((1, 3, 9, 9), np.float32)
+    w = np.ones(w_shape, np.float32)
+    with pytest.raises(ValueError, match=reason):
+        cconv.conv2d(x, w, padding=1, algo="winograd", **kw)
+    dy = np.ones(cconv.plan_conv2d(x.shape, w_shape, padding=1, **kw).output_shape, np.float32)
+    with pytest.raises(ValueError, match=reason):
+        cconv.conv2d_backward_data(dy, w, x.shape, padding=1, algo="winograd", **kw)
+    with pytest.raises(ValueError, match=reason):
+        cconv.conv2d_backward_weight(dy, x, w_shape, padding=1, algo="winograd", **kw)
+
+
+def test_registered_and_workspace_reported():
+    assert "winograd" in cconv.ALGORITHMS
+    geom = make_geometry((8, 64, 28, 28), (64, 64, 3, 3), padding=1)
+    assert "winograd" in _dispatch.usable(geom, "forward")
+    small = WinogradConvolution(geom)
+    big = WinogradConvolution(make_geometry((64, 64, 28, 28), (64, 64, 3, 3), padding=1))
+    per_image = (64 * 28 * 28 + 64 * 28 * 28) * 4           # x and y of one image
+    for op in _dispatch.OPS:
+        ws_small, ws_big = small.workspace_bytes(op), big.workspace_bytes(op)
+        assert ws_small > 0
+        # Only the packed activations grow with the batch (~1x each, plus padding), never
+        # the 16/4 x of transformed tiles: those live in fixed-size per-thread blocks.
+        assert (ws_big - ws_small) / 56 <= 1.3 * per_image, (op, ws_small, ws_big)
+    plan = cconv.plan_conv2d((8, 64, 28, 28), (64, 64, 3, 3), padding=1, algo="winograd")
+    assert plan.algorithm == "winograd" and plan.workspace_bytes > 0
+
+
+def test_auto_prefers_winograd_only_where_measured_faster():
+    big = make_geometry((8, 128, 28, 28), (128, 128, 3, 3), padding=1)
+    assert _dispatch.heuristic(big, "forward") == "winograd"
+    assert _dispatch.heuristic(big, "backward_data") == "winograd"
+    assert _dispatch.heuristic(big, "backward_weight") == "direct"
+    small = make_geometry((8, 16, 28, 28), (16, 16, 3, 3), padding=1)
+    assert _dispatch.heuristic(small, "forward") == "direct"
+    strided = make_geometry((8, 128, 28, 28), (128, 128, 3, 3), padding=1, stride=2)
+    assert _dispatch.heuristic(strided, "forward") == "direct"
