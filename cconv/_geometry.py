@@ -223,10 +223,15 @@ def compute_dtype(*dtypes):
 
 def check_shape4(shape, name):
     """A tuple of four non-negative ints, or ValueError naming ``name``."""
+    if isinstance(shape, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of 4 ints, got {shape!r}")
     try:
-        shape = tuple(int(v) for v in shape)
+        items = tuple(shape)
     except TypeError:
         raise TypeError(f"{name} must be a sequence of 4 ints, got {shape!r}") from None
+    if not all(_is_int(v) for v in items):
+        raise TypeError(f"{name} must be a sequence of 4 ints, got {shape!r}")
+    shape = tuple(int(v) for v in items)
     if len(shape) != 4:
         raise ValueError(f"{name} must be 4-D, got {len(shape)}-D shape {shape}")
     if any(v < 0 for v in shape):
@@ -304,6 +309,10 @@ def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1
             raise ValueError(f"kernel extent {extent} (size {k}, dilation {d}) is larger than "
                              f"the padded input {size + lo + hi} (size {size}, padding "
                              f"{(lo, hi)}) along {axis}")
+    # A stride longer than the padded input yields one output row whatever its value, and
+    # every pass depends on it only through that fact: cap it at the padded size, so no plan
+    # iterates over (or multiplies by) an absurd stride.
+    stride = tuple(min(s, size + lo + hi) for s, size, (lo, hi) in zip(stride, (H, W), pads))
     geom = ConvGeometry(N=N, C=C, H=H, W=W, K=K, R=R, S=S, stride=stride, dilation=dilation,
                         pads=pads, groups=groups, layout=layout, weight_layout=weight_layout,
                         dtype=np.dtype(dtype))

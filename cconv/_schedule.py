@@ -121,7 +121,7 @@ def _axis_phases(size, out_size, kernel, stride, dilation, pad):
     output gradient make every such row addressable.
     """
     phases, lo, hi = [], 0, 0
-    for a in range(stride):
+    for a in range(min(stride, size)):  # phases past the image hold no pixels
         count = len(range(a, size, stride))
         taps = [r for r in range(kernel) if (a + pad - r * dilation) % stride == 0]
         shifts = [(a + pad - r * dilation) // stride for r in taps]

@@ -16,7 +16,8 @@ import numpy as np
 
 from . import _dispatch
 from ._geometry import (as_float_array, check_choice, check_shape4, compute_dtype, make_geometry,
-                        normalize_padding, normalize_pair, LAYOUTS, _from_layout, _to_layout)
+                        normalize_padding, normalize_pair, LAYOUTS, WEIGHT_LAYOUTS, _from_layout,
+                        _to_layout)
 from ._threads import resolve_num_threads
 
 __all__ = ["conv2d", "conv2d_backward_data", "conv2d_backward_weight", "conv2d_backward_bias",
@@ -318,11 +319,13 @@ def conv2d_backward(grad_out, x, weight, *, stride=1, padding=0, dilation=1, gro
               weight_layout=weight_layout, algo=algo, num_threads=num_threads)
     xa = as_float_array(x, "x")
     w = as_float_array(weight, "weight")
-    dx = conv2d_backward_data(grad_out, w, xa.shape, **kw) if "data" in need else None
-    dw = conv2d_backward_weight(grad_out, xa, w.shape, **kw) if "weight" in need else None
-    db = conv2d_backward_bias(grad_out, layout=layout) if "bias" in need else None
-    if dx is None and dw is None and "bias" in need:  # still validate the shapes
-        _geometry(xa.shape, w.shape, compute_dtype(xa.dtype, w.dtype), kw, "x", "weight")
+    dy = as_float_array(grad_out, "grad_out")
+    # Validate everything once, whatever ``need`` asks for, naming the caller's arguments.
+    geom = _geometry(xa.shape, w.shape, compute_dtype(xa.dtype, w.dtype), kw, "x", "weight")
+    _check_grad_out(dy, geom.output_shape(), layout, "x", xa.shape)
+    dx = conv2d_backward_data(dy, w, xa.shape, **kw) if "data" in need else None
+    dw = conv2d_backward_weight(dy, xa, w.shape, **kw) if "weight" in need else None
+    db = conv2d_backward_bias(dy, layout=layout) if "bias" in need else None
     return dx, dw, db
 
 
@@ -336,6 +339,7 @@ def _transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_padd
     conv's input lacks at the bottom/right when ``output_padding >= stride``.
     """
     check_choice(layout, "layout", LAYOUTS)
+    check_choice(weight_layout, "weight_layout", WEIGHT_LAYOUTS)
     x_shape = check_shape4(x_shape, "x")
     w_shape = check_shape4(w_shape, "weight")
     N, Cin, H, W = _from_layout(x_shape, layout)
@@ -356,14 +360,11 @@ def _transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_padd
         if tn != N or tk != kg * groups:
             raise ValueError(f"output_shape {tuple(target)} does not match batch {N} and "
                              f"output channels {kg * groups}")
-        output_padding = (th - base[0], tw - base[1])
+        op = (th - base[0], tw - base[1])
         name = "output_shape"
     else:
+        op = normalize_pair(output_padding, "output_padding", minimum=0)
         name = "output_padding"
-    op = tuple(output_padding) if not isinstance(output_padding, numbers.Integral) \
-        else (output_padding, output_padding)
-    if len(op) != 2:
-        raise ValueError(f"{name} must give 2 spatial sizes, got {output_padding!r}")
     for axis, value, s, d in zip(("height", "width"), op, stride_p, dilation_p):
         if not 0 <= value < max(s, d):
             raise ValueError(f"{name} implies output padding {value} along {axis}; it must be "
@@ -556,6 +557,13 @@ def conv_transpose2d_backward(grad_out, x, weight, *, stride=1, padding=0, outpu
               output_shape=output_shape, num_threads=num_threads)
     xa = as_float_array(x, "x")
     w = as_float_array(weight, "weight")
+    dy = as_float_array(grad_out, "grad_out")
+    geom_kw = {k: v for k, v in kw.items() if k not in ("algo", "num_threads")}
+    geom, _ = _transpose_geometry(xa.shape, w.shape, compute_dtype(xa.dtype, w.dtype), **geom_kw)
+    if dy.shape != geom.input_shape():
+        raise ValueError(f"grad_out has shape {dy.shape} but x and the keywords give a "
+                         f"transposed convolution output of shape {geom.input_shape()}")
+    grad_out = dy
     dx = conv_transpose2d_backward_data(grad_out, w, xa.shape, **kw) if "data" in need else None
     dw = conv_transpose2d_backward_weight(grad_out, xa, w.shape, **kw) if "weight" in need else None
     db = conv2d_backward_bias(grad_out, layout=layout) if "bias" in need else None
