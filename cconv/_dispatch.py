@@ -18,7 +18,13 @@ import os
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows: replace stays atomic, concurrent writers may drop entries
+    fcntl = None
 
 import numpy as np
 
@@ -82,7 +88,8 @@ def select(geom, op, algo, num_threads):
     if algo == "auto":
         algo = heuristic(geom, op)
     elif algo == "find":
-        algo = _find_cache.winner(geom, op, num_threads)
+        # An empty batch has nothing to time: the heuristic's choice computes it as well.
+        algo = _find_cache.winner(geom, op, num_threads) if geom.N else heuristic(geom, op)
     else:
         reason = why_not(algo, geom, op)
         if reason:
@@ -157,18 +164,37 @@ class _FindCache:
         except (OSError, ValueError):
             return {}
 
+    @staticmethod
+    @contextmanager
+    def _locked(path):
+        """Hold an exclusive lock on a side file so read-merge-replace of concurrent
+        processes is serialised (each keeps the others' entries)."""
+        if fcntl is None:
+            yield
+            return
+        with open(path.with_name(path.name + ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
     def _write(self, key, algo):
         path = self.path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            data = self._read()
-            data[key] = algo
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".find-cache.", suffix=".tmp")
-            with os.fdopen(fd, "w") as f:
-                json.dump(data, f, sort_keys=True)
-            os.replace(tmp, path)
+            with self._locked(path):
+                self._merge_and_replace(path, key, algo)
         except OSError:
             pass  # a read-only home only costs a re-run of Find next time
+
+    def _merge_and_replace(self, path, key, algo):
+        data = self._read()
+        data[key] = algo
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".find-cache.", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, sort_keys=True)
+        os.replace(tmp, path)  # readers see the old file or the new one, never half of one
 
     def winner(self, geom, op, num_threads):
         key = self.key(geom, op, num_threads)
