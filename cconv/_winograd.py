@@ -109,6 +109,13 @@ class _Problem:
                 + nthreads * self.scratch_per_thread) * self.dtype.itemsize
 
 
+def _finite(*arrays):
+    """True when no operand holds NaN or Inf (one float64 sum each, no temporaries).
+
+    A sum that overflows to Inf only sends a finite call to the direct kernel: still right."""
+    return all(np.isfinite(a.sum(dtype=np.float64)) for a in arrays)
+
+
 class WinogradConvolution:
     """Winograd F(2x2,3x3) convolution of one geometry (3x3 kernel, stride 1, dilation 1).
 
@@ -131,6 +138,11 @@ class WinogradConvolution:
     forward / backward-data 1.2-1.5x, backward-weight ~0.9x; 16 channels ~1.0x.
     ``_dispatch.heuristic`` therefore uses it for forward and backward-data only, and only
     with >= 32 channels per group (at 16 it is not faster).
+
+    NaN and Inf: the tile transforms mix a whole 4x4 tile, so a non-finite input would leak
+    into outputs whose window does not contain it (0 * NaN = NaN).  Calls whose operands are
+    not all finite are therefore computed by the direct kernel, so NaN and Inf land exactly
+    where the definition puts them.
     """
 
     name = "winograd"
@@ -167,6 +179,10 @@ class WinogradConvolution:
         # A fixed number of splits (never the thread count): deterministic partial sums.
         self._splits = max(1, min(-(-8 // jobs), blocks, _PARTIAL_BYTES // psize))
 
+    def _direct(self):
+        from ._dispatch import implementation  # the cached direct plan of this geometry
+        return implementation(self.geom, "direct")
+
     def workspace_bytes(self, op):
         """Bytes one call of ``op`` allocates besides its result (at the default threads)."""
         g, nt = self.geom, get_num_threads()
@@ -182,11 +198,15 @@ class WinogradConvolution:
 
     def forward(self, x, w, bias, y, alpha, beta, nthreads):
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view)."""
+        if not _finite(x, w):
+            return self._direct().forward(x, w, bias, y, alpha, beta, nthreads)
         self._fwd.run(x, w, bias, y, alpha, beta, nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
         g = self.geom
+        if not _finite(dy, w):
+            return self._direct().backward_data(dy, w, dx, alpha, beta, nthreads, bias=bias)
         # Rotate 180 degrees and swap channel roles per group: (G, Kg, Cg) -> (G, Cg, Kg).
         wr = w.reshape(g.groups, g.Kg, g.Cg, 3, 3)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
         self._bwd.run(dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta, nthreads)
@@ -194,6 +214,8 @@ class WinogradConvolution:
     def backward_weight(self, dy, x, nthreads):
         """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
         g, p = self.geom, self._wgt
+        if not _finite(dy, x):
+            return self._direct().backward_weight(dy, x, nthreads)
         dt = g.dtype
         packed_x = p.pack_input(x, nthreads)
         packed_dy = np.empty(g.N * g.groups * p.Kb * 2 * p.tH * 2 * p.tW * p.KB, dt)
