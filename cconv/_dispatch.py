@@ -71,13 +71,15 @@ def heuristic(geom, op):
     """The algorithm ``"auto"`` picks: the first usable one in preference order, except:
 
     Winograd for forward and backward-data of 3x3 stride-1 dilation-1 layers with at least
-    32 input and output channels per group (measured 1.2-1.7x the direct kernel there on
-    res3 / vgg16 / 64- and 32-channel layers; at 16 channels it is not faster, and its
-    backward-weight is at parity with direct, so direct keeps that pass).
+    32 input and output channels per group and at least 28x28 output pixels per image.
+    Measured against the direct kernel (``python -m cconv bench --algos direct,winograd``,
+    2 threads): 1.2-2.2x on res3 28x28, vgg16 56x56 and 224x224; 0.5-0.85x on 14x14 and 7x7
+    layers and at batch 1 (too few tiles per channel block to amortise the transforms);
+    ~0.05x on depthwise.  Its backward-weight is at most at parity, so direct keeps it.
     """
     candidates = usable(geom, op)
     if ("winograd" in candidates and op in ("forward", "backward_data")
-            and min(geom.Cg, geom.Kg) >= 32):
+            and min(geom.Cg, geom.Kg) >= 32 and geom.OH * geom.OW >= 28 * 28):
         return "winograd"
     return candidates[0]
 

@@ -220,3 +220,7 @@ def test_auto_prefers_winograd_only_where_measured_faster():
     assert _dispatch.heuristic(small, "forward") == "direct"
     strided = make_geometry((8, 128, 28, 28), (128, 128, 3, 3), padding=1, stride=2)
     assert _dispatch.heuristic(strided, "forward") == "direct"
+    few_tiles = make_geometry((8, 256, 14, 14), (256, 256, 3, 3), padding=1)  # res4: slower
+    assert _dispatch.heuristic(few_tiles, "forward") == "direct"
+    depthwise = make_geometry((8, 144, 56, 56), (144, 1, 3, 3), padding=1, groups=144)
+    assert _dispatch.heuristic(depthwise, "forward") == "direct"
