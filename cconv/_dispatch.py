@@ -29,13 +29,15 @@ except ImportError:  # Windows: replace stays atomic, concurrent writers may dro
 import numpy as np
 
 from ._direct import DirectConvolution
+from ._gemm import GemmConvolution
 from ._simd import LEVEL
 from ._winograd import WinogradConvolution
 
 OPS = ("forward", "backward_data", "backward_weight")
 # Preference order for "auto"; an algorithm appears here once it is implemented.
 _IMPLEMENTATIONS = collections.OrderedDict([("direct", DirectConvolution),
-                                           ("winograd", WinogradConvolution)])
+                                           ("winograd", WinogradConvolution),
+                                           ("gemm", GemmConvolution)])
 ALGORITHMS = tuple(_IMPLEMENTATIONS)
 
 AlgoResult = collections.namedtuple("AlgoResult", ["algo", "time_ms", "workspace_bytes"])

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 JOB_FIELDS = ("a", "b", "red", "length", "rows", "outs", "nrows", "out", "inner", "a_step",
-              "b_step", "ncols", "bias")
+              "b_step", "ncols", "bias", "b_stride")
 TARGETS = ("blocked", "NCHW", "NHWC")
 MAX_CHANNEL_BLOCK = 16
 # Backward-weight splits its reduction until about this many jobs exist.  The
