@@ -26,8 +26,11 @@ from Cython import Tempita
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
 KERNELS = HERE / "cconv" / "_kernels"
+# Extension sources must be relative to the project root: building a wheel refuses
+# absolute paths (pip runs setup.py from the root).
+KERNELS_REL = "cconv/_kernels"
 
 # Per-ISA variants: vector width in bytes, pixels per register tile, compiler flags.
 # Pixels per tile keep the accumulator block in registers: 14 pixels x 2 vectors
@@ -95,21 +98,21 @@ def _extensions():
         base_flags.append("-march=native")
     variants = X86_VARIANTS if _is_x86_64() else GENERIC_VARIANTS
     _render_templates(variants)
-    common = dict(include_dirs=[np.get_include(), str(KERNELS)],
+    common = dict(include_dirs=[np.get_include(), KERNELS_REL],
                   define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_9_API_VERSION")],
                   extra_link_args=omp_link)
     build_flags = " ".join(base_flags + omp_compile)
     exts = [
-        Extension("cconv._kernels._runtime", [str(KERNELS / "_runtime.pyx")],
+        Extension("cconv._kernels._runtime", [f"{KERNELS_REL}/_runtime.pyx"],
                   extra_compile_args=base_flags + omp_compile
                   + [f'-DCCONV_BUILD_FLAGS="{build_flags}"'], **common),
-        Extension("cconv._kernels._layout", [str(KERNELS / "_layout.pyx")],
+        Extension("cconv._kernels._layout", [f"{KERNELS_REL}/_layout.pyx"],
                   extra_compile_args=base_flags + omp_compile, **common),
     ]
     for stem in ("_tiles", "_winograd"):
         for name, spec in variants.items():
             exts.append(Extension(
-                f"cconv._kernels.{stem}_{name}", [str(KERNELS / f"{stem}_{name}.pyx")],
+                f"cconv._kernels.{stem}_{name}", [f"{KERNELS_REL}/{stem}_{name}.pyx"],
                 extra_compile_args=base_flags + omp_compile + spec["flags"]
                 + [f"-DCCONV_VBYTES={spec['vbytes']}"], **common))
     return exts
