@@ -839,8 +839,11 @@ def _run_overflow(*args, timeout=120):
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
     env.setdefault("OMP_NUM_THREADS", "2")
     try:
+        # cwd: `python -c` puts it first on sys.path, so the source tree (no compiled
+        # extensions when the package is installed) must not be it.
         proc = subprocess.run([sys.executable, "-c", _OVERFLOW_SCRIPT, *args],
-                              capture_output=True, text=True, timeout=timeout, env=env)
+                              capture_output=True, text=True, timeout=timeout, env=env,
+                              cwd=pkg_root)
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         rc = "timeout"

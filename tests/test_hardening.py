@@ -266,7 +266,8 @@ def find_cache_run(tmp_path_factory):
     env = dict(os.environ, CCONV_CACHE_DIR=str(cache_dir), OMP_NUM_THREADS="1")
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(cconv.__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
-    procs = [subprocess.Popen([sys.executable, "-c", _FIND_WORKER, str(i)], env=env,
+    # cwd: `python -c` puts it first on sys.path; it must not be the source tree.
+    procs = [subprocess.Popen([sys.executable, "-c", _FIND_WORKER, str(i)], env=env, cwd=pkg_root,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for i in range(_NPROC)]
     path = cache_dir / "find-cache.json"
@@ -463,6 +464,7 @@ NAN_GEOMS = {  # forward problems: x NCHW, w OIHW, keywords
     "3x3_s1_groups2": ((1, 4, 8, 8), (6, 2, 3, 3), dict(groups=2, padding=(0, 1))),
     "3x3_depthwise": ((1, 4, 7, 9), (4, 1, 3, 3), dict(groups=4, padding="same")),
     "5x3_s2_dil": ((1, 3, 13, 11), (5, 3, 5, 3), dict(stride=2, dilation=(1, 2), padding=2)),
+    "1x1_gemm": ((2, 5, 4, 8), (7, 5, 1, 1), dict()),  # 32 pixels: gemm's in-place path
 }
 SPECIALS = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf}
 
