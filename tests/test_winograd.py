@@ -224,3 +224,5 @@ def test_auto_prefers_winograd_only_where_measured_faster():
     assert _dispatch.heuristic(few_tiles, "forward") == "direct"
     depthwise = make_geometry((8, 144, 56, 56), (144, 1, 3, 3), padding=1, groups=144)
     assert _dispatch.heuristic(depthwise, "forward") == "direct"
+    batch1 = make_geometry((1, 128, 28, 28), (128, 128, 3, 3), padding=1)  # measured slower
+    assert _dispatch.heuristic(batch1, "forward") == "direct"
