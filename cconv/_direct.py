@@ -51,7 +51,7 @@ class DirectConvolution:
     def _run_into(self, p, target, A, B, y, bias, alpha, beta, nthreads):
         """Run a pass's jobs straight into ``y`` (target NCHW / NHWC)."""
         flat = y if target == "NCHW" else y.transpose(0, 2, 3, 1)
-        self._run(p.depthwise, A, B, flat.reshape(-1), p.jobs, p.table, nthreads,
+        self._run(tiles.KINDS[p.kind], A, B, flat.reshape(-1), p.jobs, p.table, nthreads,
                   p.info["col_stride"], bias, alpha, beta)
 
     def workspace_bytes(self, op):
@@ -145,7 +145,7 @@ class DirectConvolution:
             self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
             return
         blocked = np.empty(p.out_size, g.dtype)
-        self._run(p.depthwise, packed_x, packed_w, blocked, p.jobs, p.table, nthreads)
+        self._run(tiles.KINDS[p.kind], packed_x, packed_w, blocked, p.jobs, p.table, nthreads)
         nblocks = p.info["nblocks"] if g.depthwise else p.info["Kb"]
         block = p.info["block"] if g.depthwise else p.info["KB"]
         groups = 1 if g.depthwise else g.groups
@@ -173,7 +173,7 @@ class DirectConvolution:
             self._run_into(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads)
             return
         blocked = np.empty(p.out_size, g.dtype)
-        self._run(p.depthwise, packed_dy, packed_w, blocked, p.jobs, p.table, nthreads)
+        self._run(tiles.KINDS[p.kind], packed_dy, packed_w, blocked, p.jobs, p.table, nthreads)
         bias = _EMPTY[g.dtype] if bias is None else bias
         if g.depthwise:
             _layout.unpack_output(blocked, dx, 1, info["out_blocks"], info["KB"], g.Kg, bias,
@@ -194,7 +194,7 @@ class DirectConvolution:
             packed_dy = self._pack_activation(dy, info["KB"], g.Kg, 1, g.groups, (0, 0), g.OH,
                                               g.OW, nthreads)
         partial = np.empty(p.out_size, g.dtype)
-        self._run(p.depthwise, packed_x, packed_dy, partial, p.jobs, p.table, nthreads)
+        self._run(tiles.KINDS[p.kind], packed_x, packed_dy, partial, p.jobs, p.table, nthreads)
         # Partial sums of the reduction pieces, added in a fixed order: deterministic.
         total = partial.reshape(info["splits"], -1).sum(axis=0)
         if g.depthwise:

@@ -108,11 +108,11 @@ class GemmConvolution:
         in_place = (self.npix_pad == self.npix and dst.flags.c_contiguous
                     and dst.dtype == g.dtype and bias is None)
         if in_place:
-            self._run(False, w.reshape(-1), planes.reshape(-1), dst.reshape(-1), jobs, table,
+            self._run(tiles.KINDS["dense"], w.reshape(-1), planes.reshape(-1), dst.reshape(-1), jobs, table,
                       nthreads, 1, None, alpha, beta)
             return
         out = np.empty(dst.shape[0] * dst.shape[1] * self.npix_pad, g.dtype)
-        self._run(False, w.reshape(-1), planes.reshape(-1), out, jobs, table, nthreads)
+        self._run(tiles.KINDS["dense"], w.reshape(-1), planes.reshape(-1), out, jobs, table, nthreads)
         result = out.reshape(dst.shape[0], dst.shape[1], self.npix_pad)[:, :, :self.npix]
         result = result.reshape(dst.shape)
         if bias is not None:

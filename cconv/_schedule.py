@@ -73,6 +73,14 @@ def _jobs(**columns):
     return np.stack([a.ravel() for a in arrays], axis=1)
 
 
+def _broadcast_tile(columns, vl, tile_rows):
+    """(kind, rows, columns) of the broadcast tile for ``columns`` outputs per group: one
+    vector of columns and twice the rows when they fit (same registers, half the waste)."""
+    if columns <= vl:
+        return "narrow", 2 * tile_rows, vl
+    return "dense", tile_rows, 2 * vl
+
+
 def _tiles(count, tile_rows):
     starts = np.arange(0, count, tile_rows, dtype=np.int64)
     return starts, np.minimum(tile_rows, count - starts)
@@ -89,7 +97,7 @@ def _grid(h_count, w_count, h_step, w_step, base=0):
 class Pass:
     """Jobs of one pass plus what the runner needs to size and fill its buffers."""
 
-    depthwise: bool
+    kind: str  # tile kind: "dense", "narrow" or "depthwise" (see _tiles.pyx.tp)
     jobs: np.ndarray
     table: np.ndarray
     out_size: int
@@ -159,8 +167,10 @@ def forward(geom, vl, tile_rows, target="blocked"):
                      rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
         info = dict(block=block, nblocks=Vb, Hp=Hp, Wp=Wp, col_stride=col_stride)
         out_size = geom.N * Vb * npix * block if target == "blocked" else 0
-        return Pass(True, jobs, table.array(), out_size, info)
-    G, KB = geom.groups, 2 * vl
+        return Pass("depthwise", jobs, table.array(), out_size, info)
+    G = geom.groups
+    kind, T, KB = _broadcast_tile(geom.Kg, vl, tile_rows)
+    starts, nrows = _tiles(npix, T)
     Cb, CB = channel_blocks(geom.Cg)
     Kb = -(-geom.Kg // KB)
     plane = Hp * Wp * CB
@@ -180,7 +190,7 @@ def forward(geom, vl, tile_rows, target="blocked"):
                  rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
     info = dict(CB=CB, Cb=Cb, KB=KB, Kb=Kb, Hp=Hp, Wp=Wp, col_stride=col_stride)
     out_size = geom.N * G * Kb * npix * KB if target == "blocked" else 0
-    return Pass(False, jobs, table.array(), out_size, info)
+    return Pass(kind, jobs, table.array(), out_size, info)
 
 
 def backward_data(geom, vl, tile_rows, target="blocked"):
@@ -199,7 +209,8 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
         Vb, dy_block, KB = -(-geom.K // vl), vl, vl
         red_blocks, red_block, out_blocks, G = 1, vl, Vb, 1
     else:
-        G, KB = geom.groups, 2 * vl
+        G = geom.groups
+        kind, tile_rows, KB = _broadcast_tile(geom.Cg, vl, tile_rows)
         red_blocks, red_block = channel_blocks(geom.Kg)
         dy_block = red_block
         out_blocks = -(-geom.Cg // KB)
@@ -245,7 +256,7 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
                 dy_block=dy_block, red_blocks=red_blocks, KB=KB, out_blocks=out_blocks,
                 weight_size=w_offset, col_stride=hw if target == "NCHW" else 1)
     out_size = geom.N * G * out_blocks * hw * KB if target == "blocked" else 0
-    return Pass(geom.depthwise, jobs, table.array(), out_size, info)
+    return Pass("depthwise" if geom.depthwise else kind, jobs, table.array(), out_size, info)
 
 
 def _reduction_splits(N, npix, base_jobs):
@@ -289,6 +300,8 @@ def backward_weight(geom, vl, tile_rows):
     Q = row_offsets.size
     rows = table.add(row_offsets)
     outs = table.add(np.arange(Q) * KB)
+    if not geom.depthwise:
+        tile_rows = _broadcast_tile(geom.Kg, vl, tile_rows)[1]
     starts, nrows = _tiles(Q, tile_rows)
     splits = _reduction_splits(geom.N, npix, G * nb * starts.size)
     image_in = (in_blocks * plane) if geom.depthwise else (G * in_blocks * plane)
@@ -307,5 +320,5 @@ def backward_weight(geom, vl, tile_rows):
             rows=rows + starts, outs=outs + starts, nrows=nrows,
             out=((index * G + g) * nb + kb) * Q * KB))
     info = dict(fwd.info, splits=len(splits), Q=Q, G=G, nb=nb, KB=KB)
-    return Pass(geom.depthwise, np.concatenate(parts), table.array(),
+    return Pass(fwd.kind, np.concatenate(parts), table.array(),
                 len(splits) * G * nb * Q * KB, info)
