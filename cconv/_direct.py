@@ -129,6 +129,8 @@ class DirectConvolution:
             else:
                 parts.append(self._pack_weight(w, g.groups, g.Kg, g.Cg, True, info["KB"],
                                                info["dy_block"], taps, nthreads))
+        if len(parts) == 1 and parts[0].size:  # stride 1: one phase, already contiguous
+            return parts[0]
         # Never empty: the kernels take the address of element 0 (jobs of empty phases
         # have length 0 and read nothing).
         return np.concatenate(parts + [np.zeros(1, g.dtype)])

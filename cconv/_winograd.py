@@ -32,13 +32,13 @@ import importlib
 
 import numpy as np
 
+from ._direct import _EMPTY
 from ._kernels import _layout
 from ._simd import LEVEL
 from ._threads import get_num_threads
 
 kernels = importlib.import_module(f"cconv._kernels._winograd_{LEVEL}")
 
-_EMPTY = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0, np.float64)}
 
 _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 

@@ -382,6 +382,14 @@ def _transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_padd
     return geom, (geom.OH - H, geom.OW - W)
 
 
+def _check_transpose_grad_out(grad_out, geom, layout):
+    """``grad_out`` must have the transposed convolution's output shape (the forward input's)."""
+    if grad_out.shape != geom.input_shape():
+        raise ValueError(f"grad_out has shape {grad_out.shape} but x / input_shape and the "
+                         f"keywords give a transposed convolution output of shape "
+                         f"{geom.input_shape()} ({layout})")
+
+
 def _pad_bottom_right(array_nchw, extra):
     if extra == (0, 0):
         return array_nchw
@@ -460,10 +468,7 @@ def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, p
                                       output_padding=output_padding, dilation=dilation,
                                       groups=groups, layout=layout, weight_layout=weight_layout,
                                       output_shape=output_shape)
-    if dy.shape != geom.input_shape():
-        raise ValueError(f"grad_out has shape {dy.shape} but x / input_shape and the keywords "
-                         f"give a transposed convolution output of shape {geom.input_shape()} "
-                         f"({layout})")
+    _check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = _scalars(alpha, beta)
     shape = check_shape4(input_shape, "input_shape")
@@ -512,10 +517,7 @@ def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, pad
                                       output_padding=output_padding, dilation=dilation,
                                       groups=groups, layout=layout, weight_layout=weight_layout,
                                       output_shape=output_shape)
-    if dy.shape != geom.input_shape():
-        raise ValueError(f"grad_out has shape {dy.shape} but x / input_shape and the keywords "
-                         f"give a transposed convolution output of shape {geom.input_shape()} "
-                         f"({layout})")
+    _check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = _scalars(alpha, beta)
     out = _check_out(out, geom.weight_shape(), result_dtype)
@@ -560,11 +562,8 @@ def conv_transpose2d_backward(grad_out, x, weight, *, stride=1, padding=0, outpu
     dy = as_float_array(grad_out, "grad_out")
     geom_kw = {k: v for k, v in kw.items() if k not in ("algo", "num_threads")}
     geom, _ = _transpose_geometry(xa.shape, w.shape, compute_dtype(xa.dtype, w.dtype), **geom_kw)
-    if dy.shape != geom.input_shape():
-        raise ValueError(f"grad_out has shape {dy.shape} but x and the keywords give a "
-                         f"transposed convolution output of shape {geom.input_shape()}")
-    grad_out = dy
-    dx = conv_transpose2d_backward_data(grad_out, w, xa.shape, **kw) if "data" in need else None
-    dw = conv_transpose2d_backward_weight(grad_out, xa, w.shape, **kw) if "weight" in need else None
-    db = conv2d_backward_bias(grad_out, layout=layout) if "bias" in need else None
+    _check_transpose_grad_out(dy, geom, layout)
+    dx = conv_transpose2d_backward_data(dy, w, xa.shape, **kw) if "data" in need else None
+    dw = conv_transpose2d_backward_weight(dy, xa, w.shape, **kw) if "weight" in need else None
+    db = conv2d_backward_bias(dy, layout=layout) if "bias" in need else None
     return dx, dw, db

@@ -113,9 +113,7 @@ cdef void _unpack_plane(const real *packed, char *y, Py_ssize_t sh, Py_ssize_t s
         dst = <real *>(y + h * sh)
         src = packed + first + h * OW * block
         for w in range(OW):
-            if msum == 1:
-                acc = src[w * block]
-            elif one_block:
+            if one_block:
                 acc = 0
                 for m in range(msum):
                     acc = acc + src[w * block + m]
