@@ -99,41 +99,47 @@ class DirectConvolution:
                                      info["Wp"], nthreads)
 
     def _pack_weight(self, w, groups, Kg, Cg, swap, col_block, red_block, taps, nthreads):
+        """The packed weight and whether a packed weight is NaN or infinite."""
         cols, reds = (Cg, Kg) if swap else (Kg, Cg)
         size = (groups * -(-cols // col_block) * -(-reds // red_block) * len(taps)
                 * red_block * col_block)
         packed = np.empty(size, self.geom.dtype)
-        _layout.pack_weight(w.reshape(-1), packed, groups, Kg, Cg, self.geom.R * self.geom.S,
-                            swap, col_block, red_block, np.asarray(taps, np.intp), nthreads)
-        return packed
+        bad = _layout.pack_weight(w.reshape(-1), packed, groups, Kg, Cg,
+                                  self.geom.R * self.geom.S, swap, col_block, red_block,
+                                  np.asarray(taps, np.intp), nthreads)
+        return packed, bool(bad)
 
     def _pack_forward_weight(self, w, nthreads):
         """[G][Kb][Cb][R*S][CB][KB] (dense) or [Vb][R*S][VL] (depthwise)."""
         g, info = self.geom, self.schedule("forward").info
         taps = np.arange(g.R * g.S)
         if g.depthwise:
-            return self._pack_weight(w, 1, g.K, 1, False, info["block"], 1, taps, nthreads)
+            return self._pack_weight(w, 1, g.K, 1, False, info["block"], 1, taps, nthreads)[0]
         return self._pack_weight(w, g.groups, g.Kg, g.Cg, False, info["KB"], info["CB"], taps,
-                                 nthreads)
+                                 nthreads)[0]
 
     def _pack_backward_data_weight(self, w, info, nthreads):
-        """Per stride phase: [G][Cbo][Kb'][taps][CBk][KB] (dense) or [Vb][taps][VL]."""
+        """Per stride phase: [G][Cbo][Kb'][taps][CBk][KB] (dense) or [Vb][taps][VL].
+
+        Returns the packed weight and whether a weight is NaN or infinite."""
         g = self.geom
-        parts = []
+        parts, bad = [], False
         for taps_h, taps_w in info["phases"]:
             taps = (np.asarray(taps_h, np.intp)[:, None] * g.S
                     + np.asarray(taps_w, np.intp)[None, :]).ravel()
             if g.depthwise:
-                parts.append(self._pack_weight(w, 1, g.K, 1, False, info["KB"], 1, taps,
-                                               nthreads))
+                part, part_bad = self._pack_weight(w, 1, g.K, 1, False, info["KB"], 1, taps,
+                                                   nthreads)
             else:
-                parts.append(self._pack_weight(w, g.groups, g.Kg, g.Cg, True, info["KB"],
-                                               info["dy_block"], taps, nthreads))
+                part, part_bad = self._pack_weight(w, g.groups, g.Kg, g.Cg, True, info["KB"],
+                                                   info["dy_block"], taps, nthreads)
+            parts.append(part)
+            bad = bad or part_bad
         if len(parts) == 1 and parts[0].size:  # stride 1: one phase, already contiguous
-            return parts[0]
+            return parts[0], bad
         # Never empty: the kernels take the address of element 0 (jobs of empty phases
         # have length 0 and read nothing).
-        return np.concatenate(parts + [np.zeros(1, g.dtype)])
+        return np.concatenate(parts + [np.zeros(1, g.dtype)]), bad
 
     # -- passes ----------------------------------------------------------------------------
 
@@ -170,7 +176,9 @@ class DirectConvolution:
         else:
             packed_dy = self._pack_activation(dy, info["dy_block"], g.Kg, 1, g.groups,
                                               (lo_h, lo_w), info["OHp"], info["OWp"], nthreads)
-        packed_w = self._pack_backward_data_weight(w, info, nthreads)
+        packed_w, bad = self._pack_backward_data_weight(w, info, nthreads)
+        if bad:
+            return self._backward_data_nonfinite_weight(dy, w, dx, alpha, beta, nthreads, bias)
         if target != "blocked":
             self._run_into(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads)
             return
@@ -183,6 +191,37 @@ class DirectConvolution:
         else:
             _layout.unpack_output(blocked, dx, g.groups, info["out_blocks"], info["KB"], 1, bias,
                                   alpha, beta, nthreads)
+
+    def _backward_data_nonfinite_weight(self, dy, w, dx, alpha, beta, nthreads, bias):
+        """Backward-data when a weight is NaN or infinite: sum only the terms that exist.
+
+        The kernels gather over a zero-padded ``dy``, so a non-finite weight meeting the
+        padding would add ``0 * Inf = NaN`` to inputs that no output of that tap reaches.
+        By definition (and in PyTorch) ``dx`` is the scatter of ``dy * w`` over existing
+        outputs only: computed here as the kernel result for the finite weights plus, in
+        NumPy, the products of the few non-finite taps (a sum holding NaN or Inf is NaN or
+        +-Inf whatever its order, so the split is exact).
+        """
+        g = self.geom
+        special = ~np.isfinite(w)
+        finite_w = np.where(special, 0, w).astype(g.dtype)
+        total = np.empty((g.N, g.C, g.H, g.W), g.dtype)
+        self.backward_data(dy, finite_w, total, 1.0, 0.0, nthreads)
+        (pt, _), (pl, _) = g.pads
+        with np.errstate(invalid="ignore", over="ignore"):
+            for k, c, r, s in np.argwhere(special):
+                rows = _tap_range(r * g.dilation[0] - pt, g.stride[0], g.OH, g.H)
+                cols = _tap_range(s * g.dilation[1] - pl, g.stride[1], g.OW, g.W)
+                if rows is None or cols is None:
+                    continue
+                channel = (k // g.Kg) * g.Cg + c
+                total[:, channel, rows[1], cols[1]] += dy[:, k, rows[0], cols[0]] * w[k, c, r, s]
+            if bias is not None:
+                total += bias.reshape(1, -1, 1, 1)
+            if beta == 0:
+                dx[...] = alpha * total
+            else:
+                dx[...] = alpha * total + beta * dx
 
     def backward_weight(self, dy, x, nthreads):
         """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
@@ -207,3 +246,14 @@ class DirectConvolution:
         grad = total.reshape(g.groups, Kb, Cb, g.R, g.S, CB, KB).transpose(0, 1, 6, 2, 5, 3, 4)
         grad = grad.reshape(g.groups, Kb * KB, Cb * CB, g.R, g.S)[:, :g.Kg, :g.Cg]
         return np.ascontiguousarray(grad).reshape(g.K, g.Cg, g.R, g.S)
+
+
+def _tap_range(offset, stride, n_out, n_in):
+    """Slices (outputs, inputs) of one axis where output ``o`` meets input ``o*stride +
+    offset`` inside ``0..n_in-1``, or None if it never does."""
+    first = max(0, -(offset // stride))  # ceil(-offset / stride)
+    last = min(n_out - 1, (n_in - 1 - offset) // stride)
+    if first > last:
+        return None
+    return (slice(first, last + 1),
+            slice(first * stride + offset, last * stride + offset + 1, stride))

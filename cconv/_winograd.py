@@ -82,38 +82,37 @@ class _Problem:
         return self.G * self.Kb * 16 * self.Cp * self.KB
 
     def pack_input(self, x, nthreads):
+        """The zero-padded blocked input, or None if ``x`` holds a NaN or an infinity."""
         packed = np.empty(self.packed_input_size(), self.dtype)
-        _layout.pack_input(x, packed, self.G, self.Cg, self.Cg, 1, self.block, self.pt, self.pl,
-                           self.Hp, self.Wp, nthreads)
-        return packed
+        bad = _layout.pack_input(x, packed, self.G, self.Cg, self.Cg, 1, self.block, self.pt,
+                                 self.pl, self.Hp, self.Wp, nthreads)
+        return None if bad else packed
 
-    def transform_filter(self, w):
-        """``w`` (G*Kg, Cg, 3, 3) -> U ``[G][Kb][16][Cp][KB]``."""
+    def transform_filter(self, w, nthreads):
+        """``w`` (G*Kg, Cg, 3, 3) -> U ``[G][Kb][16][Cp][KB]``, or None if not all finite."""
         U = np.empty(self.filter_size(), self.dtype)
-        getattr(kernels, f"transform_filter_{_CTYPE[self.dtype]}")(
-            np.ascontiguousarray(w), self.G, self.Cp, self.Kb, U)
-        return U
+        bad = getattr(kernels, f"transform_filter_{_CTYPE[self.dtype]}")(
+            np.ascontiguousarray(w), self.G, self.Cp, self.Kb, U, nthreads)
+        return None if bad else U
 
     def run(self, x, w, bias, y, alpha, beta, nthreads):
+        """Compute into ``y`` and return True, or return False (``y`` untouched) when an
+        operand holds a NaN or an infinity."""
         packed = self.pack_input(x, nthreads)
-        U = self.transform_filter(w)
+        U = None if packed is None else self.transform_filter(w, nthreads)
+        if U is None:
+            return False
         # zeros: GEMM rows past a partial tile block read (and discard) scratch.
         scratch = np.zeros(nthreads * self.scratch_per_thread, self.dtype)
         run = getattr(kernels, f"forward_{_CTYPE[self.dtype]}")
         run(packed, self.N, self.G, self.ncb, self.block, self.Hp, self.Wp, self.tH, self.tW, U,
             self.Kg, self.Kb, self.tblock, scratch, y,
             _EMPTY[self.dtype] if bias is None else bias, alpha, beta, nthreads)
+        return True
 
     def workspace_bytes(self, nthreads):
         return (self.packed_input_size() + self.filter_size()
                 + nthreads * self.scratch_per_thread) * self.dtype.itemsize
-
-
-def _finite(*arrays):
-    """True when no operand holds NaN or Inf (one float64 sum each, no temporaries).
-
-    A sum that overflows to Inf only sends a finite call to the direct kernel: still right."""
-    return all(np.isfinite(a.sum(dtype=np.float64)) for a in arrays)
 
 
 class WinogradConvolution:
@@ -140,9 +139,10 @@ class WinogradConvolution:
     with >= 32 channels per group (at 16 it is not faster).
 
     NaN and Inf: the tile transforms mix a whole 4x4 tile, so a non-finite input would leak
-    into outputs whose window does not contain it (0 * NaN = NaN).  Calls whose operands are
-    not all finite are therefore computed by the direct kernel, so NaN and Inf land exactly
-    where the definition puts them.
+    into outputs whose window does not contain it (0 * NaN = NaN).  The packing and filter
+    transform note any non-finite operand as they copy it (no extra pass); such calls are
+    then computed by the direct kernel, so NaN and Inf land exactly where the definition
+    puts them.
     """
 
     name = "winograd"
@@ -198,29 +198,26 @@ class WinogradConvolution:
 
     def forward(self, x, w, bias, y, alpha, beta, nthreads):
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view)."""
-        if not _finite(x, w):
-            return self._direct().forward(x, w, bias, y, alpha, beta, nthreads)
-        self._fwd.run(x, w, bias, y, alpha, beta, nthreads)
+        if not self._fwd.run(x, w, bias, y, alpha, beta, nthreads):
+            self._direct().forward(x, w, bias, y, alpha, beta, nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
         g = self.geom
-        if not _finite(dy, w):
-            return self._direct().backward_data(dy, w, dx, alpha, beta, nthreads, bias=bias)
         # Rotate 180 degrees and swap channel roles per group: (G, Kg, Cg) -> (G, Cg, Kg).
         wr = w.reshape(g.groups, g.Kg, g.Cg, 3, 3)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
-        self._bwd.run(dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta, nthreads)
+        if not self._bwd.run(dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta, nthreads):
+            self._direct().backward_data(dy, w, dx, alpha, beta, nthreads, bias=bias)
 
     def backward_weight(self, dy, x, nthreads):
         """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
         g, p = self.geom, self._wgt
-        if not _finite(dy, x):
-            return self._direct().backward_weight(dy, x, nthreads)
         dt = g.dtype
         packed_x = p.pack_input(x, nthreads)
         packed_dy = np.empty(g.N * g.groups * p.Kb * 2 * p.tH * 2 * p.tW * p.KB, dt)
-        _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1, p.KB, 0, 0, 2 * p.tH,
-                           2 * p.tW, nthreads)
+        if packed_x is None or _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1, p.KB,
+                                                  0, 0, 2 * p.tH, 2 * p.tW, nthreads):
+            return self._direct().backward_weight(dy, x, nthreads)
         partial = np.empty(self._splits * g.groups * p.Kb * 16 * p.Cp * p.KB, dt)
         scratch = np.empty(nthreads * p.scratch_per_thread, dt)
         run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
@@ -229,5 +226,5 @@ class WinogradConvolution:
         # Sum the splits in a fixed order, then dg = G^T P G (in float64).
         grad = np.empty((g.K, g.Cg, 3, 3), dt)
         getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, self._splits, g.groups, p.Kb,
-                                                         p.Cp, grad)
+                                                         p.Cp, grad, nthreads)
         return grad

@@ -536,3 +536,57 @@ def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
     for algo, dw in _algos_for(lambda a: cconv.conv2d_backward_weight(gy2, x, ws, algo=a,
                                                                       **kw)).items():
         _same_specials(dw, ref_dw, f"backward_weight algo={algo}")
+
+
+@pytest.mark.parametrize("algo", _algo_params())
+@pytest.mark.parametrize("special", sorted(SPECIALS))
+@pytest.mark.parametrize("geom", sorted(NAN_GEOMS))
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_nonfinite_weight_propagates_like_reference(geom, special, dtype, algo):
+    # Forward multiplies the zero padding too (0 * Inf = NaN at the borders, as PyTorch);
+    # backward-data is the scatter of grad_out * w over existing outputs only, so inputs
+    # that no output of the special tap reaches stay finite (as PyTorch).
+    _ALGO["algo"] = algo
+    xs, ws, kw = NAN_GEOMS[geom]
+    g = kw.get("groups", 1)
+    stride = kw.get("stride", 1)
+    stride = (stride, stride) if isinstance(stride, int) else stride
+    dil = kw.get("dilation", 1)
+    dil = (dil, dil) if isinstance(dil, int) else dil
+    x = _rand(xs, dtype, seed=15)
+    w = _rand(ws, dtype, seed=16)
+    w[w == 0] = 0.5
+    w[-1, 0, 0, ws[3] - 1] = SPECIALS[special]
+    y_any = cconv.conv2d(x, w, **kw)
+    oh, ow = y_any.shape[2:]
+    pad = kw.get("padding", 0)
+    if pad == "same":
+        from test_fuzz import same_pads
+        pt = same_pads(xs[2], ws[2], stride[0], dil[0], False)[0]
+        pl = same_pads(xs[3], ws[3], stride[1], dil[1], False)[0]
+    elif isinstance(pad, int):
+        pt = pl = pad
+    else:
+        pt, pl = pad
+    x[x == 0] = 0.5
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref_y = ref_gather(x, w, g, stride, dil, pt, pl, oh, ow)
+    for algo, y in _algos_for(lambda a: cconv.conv2d(x, w, algo=a, **kw)).items():
+        _same_specials(y, ref_y, f"forward algo={algo}")
+    gy = _rand(y_any.shape, dtype, seed=17)
+    gy[gy == 0] = 0.5
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref_dx = ref_scatter(gy, w, g, stride, dil, pt, pl, xs[2], xs[3])
+    assert not np.isfinite(ref_dx).all()
+    for algo, dx in _algos_for(lambda a: cconv.conv2d_backward_data(gy, w, xs, algo=a,
+                                                                    **kw)).items():
+        _same_specials(dx, ref_dx, f"backward_data algo={algo}")
+    # with alpha, beta and bias through the transposed convolution of the same weights
+    if g == 1 and pad != "same":
+        bias = _rand((ws[1],), dtype, seed=18)
+        out = _rand((xs[0], xs[1], xs[2], xs[3]), dtype, seed=19)
+        expect = 2.0 * (ref_dx + bias.reshape(1, -1, 1, 1)) + 0.5 * out
+        got = cconv.conv_transpose2d(gy, w, bias, stride=stride, padding=(pt, pl),
+                                     dilation=dil, output_shape=xs, out=out.copy(),
+                                     alpha=2.0, beta=0.5)
+        _same_specials(got, expect, "conv_transpose2d")

@@ -226,3 +226,41 @@ def test_auto_prefers_winograd_only_where_measured_faster():
     assert _dispatch.heuristic(depthwise, "forward") == "direct"
     batch1 = make_geometry((1, 128, 28, 28), (128, 128, 3, 3), padding=1)  # measured slower
     assert _dispatch.heuristic(batch1, "forward") == "direct"
+
+
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nonfinite_weight_or_cropped_gradient_lands_like_reference(special, dtype):
+    # The packing and the filter transform detect non-finite operands while copying them;
+    # a special value only in the weights must send the call to the exact path too.
+    rng = np.random.default_rng(11)
+    x = rng.random((2, 3, 7, 6)).astype(dtype) + 0.5
+    w = rng.random((4, 3, 3, 3)).astype(dtype) + 0.5
+    w[1, 2, 0, 1] = special
+    pads = ((1, 1), (1, 1))
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref = ref_forward(x, w, pads, 1)
+    got = cconv.conv2d(x, w, padding=1, algo="winograd")
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        assert np.array_equal(test(got), test(ref))
+    finite = np.isfinite(ref)
+    assert finite.any() and not finite.all()
+    assert rel_err(got[finite], ref[finite]) < 1e-5
+
+    dy = rng.random((2, 4, 7, 6)).astype(dtype) + 0.5
+    with np.errstate(invalid="ignore", over="ignore"):
+        ref_dx = ref_backward_data(dy, w, x.shape, pads, 1)
+    dx = cconv.conv2d_backward_data(dy, w, x.shape, padding=1, algo="winograd")
+    for test in (np.isnan, np.isposinf, np.isneginf):
+        assert np.array_equal(test(dx), test(ref_dx))
+
+    # padding 3 > 2: backward-data crops the first grad_out row, which reaches no input;
+    # a NaN there must not appear anywhere in the result.
+    w = rng.random((4, 3, 3, 3)).astype(dtype)
+    dy = rng.random((2, 4, 9, 6)).astype(dtype)
+    dy[0, 0, 0, 3] = special
+    pads3 = ((3, 3), (1, 1))
+    ref_dx = ref_backward_data(dy, w, (2, 3, 5, 6), pads3, 1)
+    assert np.isfinite(ref_dx).all()
+    dx = cconv.conv2d_backward_data(dy, w, (2, 3, 5, 6), padding=(3, 1), algo="winograd")
+    assert rel_err(dx, ref_dx) < 1e-5

@@ -19,7 +19,15 @@ cdef enum:
     MAX_BLOCK = 64
 
 
-cdef void _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh, Py_ssize_t sw,
+cdef inline unsigned int _nonfinite(const real *p) noexcept nogil:
+    # Exponent bits all ones: NaN or an infinity (bit test: exact under any FP flags).
+    if real is float:
+        return ((<const unsigned int *>p)[0] & 0x7f800000U) == 0x7f800000U
+    else:
+        return ((<const unsigned long long *>p)[0] & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL
+
+
+cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh, Py_ssize_t sw,
                       Py_ssize_t H, Py_ssize_t W, real *dst, Py_ssize_t n, Py_ssize_t first_channel,
                       Py_ssize_t first_slot, Py_ssize_t slots, Py_ssize_t mult, Py_ssize_t block,
                       Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
@@ -31,7 +39,9 @@ cdef void _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh
     cdef Py_ssize_t valid = min(block, slots - first_slot)
     cdef Py_ssize_t c, hp, wp, h, w
     cdef const char *row
+    cdef const real *src
     cdef real *d
+    cdef unsigned int bad = 0
     for c in range(valid):
         coff[c] = n * sn + (first_channel + (first_slot + c) // mult) * sc
     for hp in range(height):
@@ -49,16 +59,19 @@ cdef void _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh
                     d[wp * block + c] = 0
             else:
                 for c in range(valid):
-                    d[wp * block + c] = (<const real *>(row + coff[c] + w * sw))[0]
+                    src = <const real *>(row + coff[c] + w * sw)
+                    d[wp * block + c] = src[0]
+                    bad = bad | _nonfinite(src)
                 for c in range(valid, block):
                     d[wp * block + c] = 0
+    return bad
 
 
 def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
                Py_ssize_t channels_per_group, Py_ssize_t slots_per_group, Py_ssize_t mult,
                Py_ssize_t block, Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
                Py_ssize_t width, int num_threads):
-    """Copy ``x`` into a zero-padded, channel-blocked buffer.
+    """Copy ``x`` into a zero-padded, channel-blocked buffer; return a non-finite count.
 
     ``packed[n][g][b][hp][wp][c]`` receives ``x[n, g*channels_per_group + s // mult,
     hp - pad_top, wp - pad_left]`` with slot ``s = b*block + c``, or 0 where the
@@ -73,18 +86,25 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
     pad_top, pad_left, height, width : int
         Position of the image inside the padded ``height x width`` plane.
     num_threads : int
+
+    Returns
+    -------
+    int
+        Number of packed planes that received a NaN or an infinity (0: all finite), so
+        that callers whose algorithm would spread a NaN beyond its window need no extra
+        pass over ``x``.
     """
     cdef Py_ssize_t N = x.shape[0], H = x.shape[2], W = x.shape[3]
     cdef Py_ssize_t nblocks = (slots_per_group + block - 1) // block
     cdef Py_ssize_t plane = height * width * block
     cdef Py_ssize_t planes = N * groups * nblocks
-    cdef Py_ssize_t i, n, g, b
+    cdef Py_ssize_t i, n, g, b, bad = 0
     if block > MAX_BLOCK or block < 1:
         raise ValueError(f"block must be in 1..{MAX_BLOCK}, got {block}")
     if packed.shape[0] != planes * plane:
         raise ValueError(f"packed has {packed.shape[0]} elements, expected {planes * plane}")
     if planes == 0:
-        return
+        return 0
     cdef const char *base = <const char *>&x[0, 0, 0, 0]
     cdef Py_ssize_t sn = x.strides[0], sc = x.strides[1], sh = x.strides[2], sw = x.strides[3]
     cdef real *dst = &packed[0]
@@ -93,8 +113,10 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
             b = i % nblocks
             g = (i // nblocks) % groups
             n = i // (nblocks * groups)
-            _pack_plane(base, sn, sc, sh, sw, H, W, dst + i * plane, n, g * channels_per_group,
-                        b * block, slots_per_group, mult, block, pad_top, pad_left, height, width)
+            bad += _pack_plane(base, sn, sc, sh, sw, H, W, dst + i * plane, n,
+                               g * channels_per_group, b * block, slots_per_group, mult, block,
+                               pad_top, pad_left, height, width)
+    return bad
 
 
 cdef void _unpack_plane(const real *packed, char *y, Py_ssize_t sh, Py_ssize_t sw,
@@ -211,7 +233,7 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
                           bias[c] if has_bias else 0, a, bt)
 
 
-cdef void _pack_weight_block(const real *w, real *dst, Py_ssize_t Kg, Py_ssize_t Cg,
+cdef unsigned int _pack_weight_block(const real *w, real *dst, Py_ssize_t Kg, Py_ssize_t Cg,
                              Py_ssize_t RS, Py_ssize_t g, Py_ssize_t col0, Py_ssize_t ncol,
                              Py_ssize_t red0, Py_ssize_t nred, bint swap,
                              const Py_ssize_t *taps, Py_ssize_t ntaps) noexcept nogil:
@@ -227,6 +249,7 @@ cdef void _pack_weight_block(const real *w, real *dst, Py_ssize_t Kg, Py_ssize_t
     cdef Py_ssize_t red_stride = Cg * RS if swap else RS
     cdef const real *src
     cdef Py_ssize_t t, i, j
+    cdef unsigned int bad = 0
     if valid_cols < ncol or valid_reds < nred:
         memset(dst, 0, ntaps * nred * ncol * sizeof(real))
     for j in range(valid_cols):
@@ -234,12 +257,14 @@ cdef void _pack_weight_block(const real *w, real *dst, Py_ssize_t Kg, Py_ssize_t
             src = w + g * Kg * Cg * RS + (col0 + j) * col_stride + (red0 + i) * red_stride
             for t in range(ntaps):
                 dst[(t * nred + i) * ncol + j] = src[taps[t]]
+                bad = bad | _nonfinite(src + taps[t])
+    return bad
 
 
 def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize_t Kg,
                 Py_ssize_t Cg, Py_ssize_t RS, bint swap, Py_ssize_t col_block,
                 Py_ssize_t red_block, const Py_ssize_t[::1] taps, int num_threads):
-    """Pack a (K, C/groups, R, S) weight for the tile kernels.
+    """Pack a (K, C/groups, R, S) weight for the tile kernels; return a non-finite count.
 
     ``packed[g][cb][rb][t][i][j]`` = ``w[g*Kg + k, c, taps[t]]`` with ``k = cb*col_block + j``,
     ``c = rb*red_block + i`` (``swap=False``: forward, columns are output channels) or
@@ -256,6 +281,11 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
     col_block, red_block : int
     taps : contiguous intp array
     num_threads : int
+
+    Returns
+    -------
+    int
+        Number of blocks that received a NaN or an infinity (0: all packed weights finite).
     """
     cdef Py_ssize_t cols = Cg if swap else Kg
     cdef Py_ssize_t reds = Kg if swap else Cg
@@ -264,7 +294,7 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
     cdef Py_ssize_t ntaps = taps.shape[0]
     cdef Py_ssize_t block = ntaps * red_block * col_block
     cdef Py_ssize_t nblocks = groups * col_blocks * red_blocks
-    cdef Py_ssize_t i, g, cb, rb
+    cdef Py_ssize_t i, g, cb, rb, bad = 0
     if w.shape[0] != groups * Kg * Cg * RS:
         raise ValueError(f"w has {w.shape[0]} elements, expected {groups * Kg * Cg * RS}")
     if packed.shape[0] != nblocks * block:
@@ -273,7 +303,7 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
         if not 0 <= taps[i] < RS:
             raise ValueError(f"tap {taps[i]} outside 0..{RS - 1}")
     if nblocks * block == 0:
-        return
+        return 0
     cdef const real *src = &w[0]
     cdef real *dst = &packed[0]
     cdef const Py_ssize_t *tp = &taps[0]
@@ -282,5 +312,7 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
             rb = i % red_blocks
             cb = (i // red_blocks) % col_blocks
             g = i // (red_blocks * col_blocks)
-            _pack_weight_block(src, dst + i * block, Kg, Cg, RS, g, cb * col_block, col_block,
-                               rb * red_block, red_block, swap, tp, ntaps)
+            bad += _pack_weight_block(src, dst + i * block, Kg, Cg, RS, g, cb * col_block,
+                                      col_block, rb * red_block, red_block, swap, tp, ntaps)
+    return bad
+
