@@ -32,6 +32,7 @@ import importlib
 
 import numpy as np
 
+from . import _workspace
 from ._direct import _EMPTY
 from ._kernels import _layout
 from ._simd import LEVEL
@@ -81,33 +82,35 @@ class _Problem:
     def filter_size(self):
         return self.G * self.Kb * 16 * self.Cp * self.KB
 
-    def pack_input(self, x, nthreads):
+    def pack_input(self, x, nthreads, ws):
         """The zero-padded blocked input, or None if ``x`` holds a NaN or an infinity."""
-        packed = np.empty(self.packed_input_size(), self.dtype)
+        packed = ws.empty(self.packed_input_size(), self.dtype)
         bad = _layout.pack_input(x, packed, self.G, self.Cg, self.Cg, 1, self.block, self.pt,
                                  self.pl, self.Hp, self.Wp, nthreads)
         return None if bad else packed
 
-    def transform_filter(self, w, nthreads):
+    def transform_filter(self, w, nthreads, ws):
         """``w`` (G*Kg, Cg, 3, 3) -> U ``[G][Kb][16][Cp][KB]``, or None if not all finite."""
-        U = np.empty(self.filter_size(), self.dtype)
+        U = ws.empty(self.filter_size(), self.dtype)
         bad = getattr(kernels, f"transform_filter_{_CTYPE[self.dtype]}")(
-            np.ascontiguousarray(w), self.G, self.Cp, self.Kb, U, nthreads)
+            w, self.G, self.Cp, self.Kb, U, nthreads)
         return None if bad else U
 
     def run(self, x, w, bias, y, alpha, beta, nthreads):
         """Compute into ``y`` and return True, or return False (``y`` untouched) when an
         operand holds a NaN or an infinity."""
-        packed = self.pack_input(x, nthreads)
-        U = None if packed is None else self.transform_filter(w, nthreads)
-        if U is None:
-            return False
-        # zeros: GEMM rows past a partial tile block read (and discard) scratch.
-        scratch = np.zeros(nthreads * self.scratch_per_thread, self.dtype)
-        run = getattr(kernels, f"forward_{_CTYPE[self.dtype]}")
-        run(packed, self.N, self.G, self.ncb, self.block, self.Hp, self.Wp, self.tH, self.tW, U,
-            self.Kg, self.Kb, self.tblock, scratch, y,
-            _EMPTY[self.dtype] if bias is None else bias, alpha, beta, nthreads)
+        with _workspace.scope() as ws:
+            packed = self.pack_input(x, nthreads, ws)
+            U = None if packed is None else self.transform_filter(w, nthreads, ws)
+            if U is None:
+                return False
+            # Every scratch element a job reads it has written first (partial tile blocks
+            # repeat their last row), so pooled garbage is never read.
+            scratch = ws.empty(nthreads * self.scratch_per_thread, self.dtype)
+            run = getattr(kernels, f"forward_{_CTYPE[self.dtype]}")
+            run(packed, self.N, self.G, self.ncb, self.block, self.Hp, self.Wp, self.tH,
+                self.tW, U, self.Kg, self.Kb, self.tblock, scratch, y,
+                _EMPTY[self.dtype] if bias is None else bias, alpha, beta, nthreads)
         return True
 
     def workspace_bytes(self, nthreads):
@@ -213,18 +216,19 @@ class WinogradConvolution:
         """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
         g, p = self.geom, self._wgt
         dt = g.dtype
-        packed_x = p.pack_input(x, nthreads)
-        packed_dy = np.empty(g.N * g.groups * p.Kb * 2 * p.tH * 2 * p.tW * p.KB, dt)
-        if packed_x is None or _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1, p.KB,
-                                                  0, 0, 2 * p.tH, 2 * p.tW, nthreads):
-            return self._direct().backward_weight(dy, x, nthreads)
-        partial = np.empty(self._splits * g.groups * p.Kb * 16 * p.Cp * p.KB, dt)
-        scratch = np.empty(nthreads * p.scratch_per_thread, dt)
-        run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
-        run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH, p.tW,
-            p.tblock, self._splits, scratch, partial, nthreads)
-        # Sum the splits in a fixed order, then dg = G^T P G (in float64).
-        grad = np.empty((g.K, g.Cg, 3, 3), dt)
-        getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, self._splits, g.groups, p.Kb,
-                                                         p.Cp, grad, nthreads)
+        with _workspace.scope() as ws:
+            packed_x = p.pack_input(x, nthreads, ws)
+            packed_dy = ws.empty(g.N * g.groups * p.Kb * 2 * p.tH * 2 * p.tW * p.KB, dt)
+            if packed_x is None or _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1,
+                                                      p.KB, 0, 0, 2 * p.tH, 2 * p.tW, nthreads):
+                return self._direct().backward_weight(dy, x, nthreads)
+            partial = ws.empty(self._splits * g.groups * p.Kb * 16 * p.Cp * p.KB, dt)
+            scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
+            run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
+            run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
+                p.tW, p.tblock, self._splits, scratch, partial, nthreads)
+            # Sum the splits in a fixed order, then dg = G^T P G.
+            grad = np.empty((g.K, g.Cg, 3, 3), dt)
+            getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, self._splits, g.groups,
+                                                             p.Kb, p.Cp, grad, nthreads)
         return grad
