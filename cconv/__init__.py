@@ -26,13 +26,13 @@ __version__ = "0.1.0"
 
 from ._config import show_config
 from ._dispatch import ALGORITHMS, AlgoResult
-from ._plan import ConvPlan, find_algorithms, plan_conv2d
+from ._plan import ConvPlan, PreparedWeight, find_algorithms, plan_conv2d
 from ._threads import get_num_threads, set_num_threads
 from .functional import (conv2d, conv2d_backward, conv2d_backward_bias, conv2d_backward_data,
                          conv2d_backward_weight, conv_transpose2d, conv_transpose2d_backward,
                          conv_transpose2d_backward_data, conv_transpose2d_backward_weight)
 
-__all__ = ["ALGORITHMS", "AlgoResult", "ConvPlan", "conv2d", "conv2d_backward",
+__all__ = ["ALGORITHMS", "AlgoResult", "ConvPlan", "PreparedWeight", "conv2d", "conv2d_backward",
            "conv2d_backward_bias", "conv2d_backward_data", "conv2d_backward_weight",
            "conv_transpose2d", "conv_transpose2d_backward", "conv_transpose2d_backward_data",
            "conv_transpose2d_backward_weight", "find_algorithms", "get_num_threads",

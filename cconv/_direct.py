@@ -143,12 +143,18 @@ class DirectConvolution:
 
     # -- passes ----------------------------------------------------------------------------
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads):
-        """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view)."""
+    def prepare_weight(self, w, nthreads):
+        """The packed forward weight of ``w``, for :meth:`forward`."""
+        return self._pack_forward_weight(w, nthreads)
+
+    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view).
+
+        ``prepared``: the result of :meth:`prepare_weight` for ``w``."""
         g, target = self.geom, self._target(y)
         p = self.schedule("forward", target)
         packed_x = self._pack_input(x, nthreads)
-        packed_w = self._pack_forward_weight(w, nthreads)
+        packed_w = self._pack_forward_weight(w, nthreads) if prepared is None else prepared
         if target != "blocked":
             self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
             return

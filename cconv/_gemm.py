@@ -122,6 +122,10 @@ class GemmConvolution:
         else:
             dst[...] = alpha * result + beta * dst
 
+    def prepare_weight(self, w, nthreads):
+        """Nothing to precompute: the GEMM reads the weight as it is."""
+        return None
+
     def forward(self, x, w, bias, y, alpha, beta, nthreads):
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (logical NCHW views)."""
         self._gemm("forward", w, x, y, bias, alpha, beta, nthreads)

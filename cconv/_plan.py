@@ -36,14 +36,53 @@ class ConvPlan:
                 f"{self.geometry.weight_shape()}, output={self.output_shape}, "
                 f"algorithm={self.algorithm!r}, workspace_bytes={self.workspace_bytes})")
 
+    def prepare_weight(self, weight, *, num_threads=None):
+        """Transform or pack ``weight`` once for this plan's forward algorithm.
+
+        Winograd's filter transform ``G g G^T`` and the direct kernel's weight packing are
+        otherwise redone on every call.  The result is a snapshot: later changes to
+        ``weight`` do not reach it (prepare again after an update).
+
+        Parameters
+        ----------
+        weight : array_like
+            In this plan's ``weight_layout``, of its weight shape.
+        num_threads : int, optional
+
+        Returns
+        -------
+        PreparedWeight
+            Pass it as ``weight`` to :meth:`forward` (and, as a plain weight, to
+            :meth:`backward_data`) of this plan.
+        """
+        g = self.geometry
+        w = np.asarray(weight)
+        check_dtype(w.dtype, "weight")
+        if w.shape != g.weight_shape():
+            raise ValueError(f"weight has shape {w.shape}, this plan needs {g.weight_shape()}")
+        w = np.array(w, copy=True)  # the caller's dtype: results keep numpy.result_type
+        w.flags.writeable = False
+        impl = _dispatch.implementation(g, self.algorithm)
+        wv = functional._weight_oihw(w, self._keywords["weight_layout"], g.dtype)
+        data = impl.prepare_weight(wv, resolve_num_threads(num_threads))
+        return PreparedWeight(self, w, None if data is None else (impl.name, data, g))
+
     def forward(self, x, weight, bias=None, out=None, *, alpha=1.0, beta=0.0, num_threads=None):
-        """:func:`cconv.conv2d` with this plan's keywords and algorithm."""
-        return functional.conv2d(x, weight, bias, algo=self.algorithm, out=out, alpha=alpha,
-                                 beta=beta, num_threads=num_threads, **self._keywords)
+        """:func:`cconv.conv2d` with this plan's keywords and algorithm.
+
+        ``weight`` may be a :class:`PreparedWeight` of this plan: its transformed filter is
+        then reused instead of recomputed."""
+        prepared = None
+        if isinstance(weight, PreparedWeight):
+            weight, prepared = weight._unwrap(self)
+        return functional._conv2d(x, weight, bias, self._keywords, self.algorithm, out, alpha,
+                                  beta, num_threads, prepared)
 
     def backward_data(self, grad_out, weight, out=None, *, alpha=1.0, beta=0.0,
                       num_threads=None):
         """:func:`cconv.conv2d_backward_data` for this plan's input shape."""
+        if isinstance(weight, PreparedWeight):
+            weight = weight._unwrap(self)[0]
         return functional.conv2d_backward_data(
             grad_out, weight, self.geometry.input_shape(), algo=self._algo("backward_data"),
             out=out, alpha=alpha, beta=beta, num_threads=num_threads, **self._keywords)
@@ -58,6 +97,37 @@ class ConvPlan:
         if _dispatch.why_not(self.algorithm, self.geometry, op) is None:
             return self.algorithm
         return "auto"
+
+
+class PreparedWeight:
+    """A weight transformed once for one :class:`ConvPlan` (see ``ConvPlan.prepare_weight``).
+
+    Attributes
+    ----------
+    weight : ndarray
+        Read-only copy of the weight it was prepared from (the plan's ``weight_layout``).
+    algorithm : str or None
+        The algorithm whose transformed weight it holds (None: nothing to precompute).
+    nbytes : int
+        Bytes of the transformed weight.
+    """
+
+    def __init__(self, plan, weight, prepared):
+        self._plan = plan
+        self.weight = weight
+        self._prepared = prepared
+        self.algorithm = None if prepared is None else prepared[0]
+        self.nbytes = 0 if prepared is None else int(prepared[1].nbytes)
+
+    def __repr__(self):
+        return (f"PreparedWeight(shape={self.weight.shape}, dtype={self.weight.dtype}, "
+                f"algorithm={self.algorithm!r}, nbytes={self.nbytes})")
+
+    def _unwrap(self, plan):
+        if plan is not self._plan:
+            raise ValueError("weight was prepared by another plan; call prepare_weight of "
+                             "this plan")
+        return self.weight, self._prepared
 
 
 def _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups, layout,

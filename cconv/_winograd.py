@@ -89,20 +89,20 @@ class _Problem:
                                  self.pl, self.Hp, self.Wp, nthreads)
         return None if bad else packed
 
-    def transform_filter(self, w, nthreads, ws):
-        """``w`` (G*Kg, Cg, 3, 3) -> U ``[G][Kb][16][Cp][KB]``, or None if not all finite."""
-        U = ws.empty(self.filter_size(), self.dtype)
+    def transform_filter(self, w, nthreads, U):
+        """``w`` (G*Kg, Cg, 3, 3) -> ``U [G][Kb][16][Cp][KB]``; None if not all finite."""
         bad = getattr(kernels, f"transform_filter_{_CTYPE[self.dtype]}")(
             w, self.G, self.Cp, self.Kb, U, nthreads)
         return None if bad else U
 
-    def run(self, x, w, bias, y, alpha, beta, nthreads):
+    def run(self, x, w, bias, y, alpha, beta, nthreads, U=None):
         """Compute into ``y`` and return True, or return False (``y`` untouched) when an
-        operand holds a NaN or an infinity."""
+        operand holds a NaN or an infinity.  ``U``: the filter already transformed."""
         with _workspace.scope() as ws:
             packed = self.pack_input(x, nthreads, ws)
-            U = None if packed is None else self.transform_filter(w, nthreads, ws)
-            if U is None:
+            if U is None and packed is not None:
+                U = self.transform_filter(w, nthreads, ws.empty(self.filter_size(), self.dtype))
+            if packed is None or U is None:
                 return False
             # Every scratch element a job reads it has written first (partial tile blocks
             # repeat their last row), so pooled garbage is never read.
@@ -199,9 +199,16 @@ class WinogradConvolution:
         items = p.packed_input_size() + packed_dy + partial + nt * p.scratch_per_thread
         return int(items * g.dtype.itemsize)
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads):
-        """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view)."""
-        if not self._fwd.run(x, w, bias, y, alpha, beta, nthreads):
+    def prepare_weight(self, w, nthreads):
+        """The transformed filter of ``w`` for :meth:`forward`, or None if not all finite."""
+        return self._fwd.transform_filter(w, nthreads,
+                                          np.empty(self._fwd.filter_size(), self.geom.dtype))
+
+    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view).
+
+        ``prepared``: the result of :meth:`prepare_weight` for ``w``."""
+        if not self._fwd.run(x, w, bias, y, alpha, beta, nthreads, U=prepared):
             self._direct().forward(x, w, bias, y, alpha, beta, nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):

@@ -167,6 +167,12 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, l
     """
     kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
               weight_layout=weight_layout)
+    return _conv2d(x, weight, bias, kw, algo, out, alpha, beta, num_threads)
+
+
+def _conv2d(x, weight, bias, kw, algo, out, alpha, beta, num_threads, prepared=None):
+    """:func:`conv2d`; ``prepared`` (from ``ConvPlan.prepare_weight``) carries the weight
+    already transformed for one algorithm, used when that algorithm runs the call."""
     x, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
     geom = _geometry(x.shape, w.shape, dtype, kw, "x", "weight")
     nthreads = resolve_num_threads(num_threads)
@@ -174,10 +180,16 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, l
     b = _check_bias(bias, geom.K, dtype)
     out = _check_out(out, geom.output_shape(), result_dtype)
     impl = _dispatch.select(geom, "forward", algo, nthreads)
-    xv = _nchw(_activation(x, "x", dtype), layout)
-    wv = _weight_oihw(w, weight_layout, dtype)
-    return _emit(lambda y, a, bt: impl.forward(xv, wv, b, y, a, bt, nthreads),
-                 geom.output_shape(), layout, dtype, result_dtype, out, alpha, beta, geom.N == 0)
+    xv = _nchw(_activation(x, "x", dtype), kw["layout"])
+    wv = _weight_oihw(w, kw["weight_layout"], dtype)
+    if prepared is not None and prepared[0] == impl.name and prepared[2] == geom:
+        def compute(y, a, bt):
+            impl.forward(xv, wv, b, y, a, bt, nthreads, prepared=prepared[1])
+    else:
+        def compute(y, a, bt):
+            impl.forward(xv, wv, b, y, a, bt, nthreads)
+    return _emit(compute, geom.output_shape(), kw["layout"], dtype, result_dtype, out, alpha,
+                 beta, geom.N == 0)
 
 
 def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, dilation=1,
