@@ -72,20 +72,23 @@ def usable(geom, op):
 def heuristic(geom, op):
     """The algorithm ``"auto"`` picks: the first usable one in preference order, except:
 
-    Winograd for forward and backward-data of 3x3 stride-1 dilation-1 layers with at least
-    32 input and output channels per group, at least 28x28 output pixels per image and
-    4 x 28x28 in the batch.
+    Winograd (3x3 stride-1 dilation-1 layers) for forward and backward-data with at least
+    32 input and output channels per group and at least 14x14 output pixels per image, and
+    for backward-weight with at least 64 channels per group (any spatial size).
     Measured against the direct kernel (``python -m cconv bench --algos direct,winograd``,
-    2 threads): 1.2-2.2x on res3 28x28, vgg16 56x56 and 224x224; 0.5-0.85x on 14x14 and 7x7
-    layers and 0.78x at batch 1 on 28x28 (too few tiles per channel block to amortise the
-    transforms);
-    ~0.05x on depthwise.  Its backward-weight is at most at parity, so direct keeps it.
+    2 threads, N=8 unless noted): forward / backward-data 1.4-1.5x on res2 56x56, 1.5-1.7x
+    on res3 28x28, 1.4-1.45x on res4 14x14, 1.8-2.3x on vgg16 56x56 and 224x224, 1.3-1.5x at
+    batch 1 (28x28, 14x14), but 0.8x on res5 7x7 (16 tiles per image cannot amortise the
+    transforms); backward-weight 1.1-1.7x on all of these including res5 (1.24x) and 1.03x
+    at batch 1 28x28.  Depthwise (one channel per group) ~0.05x: never chosen.
     """
     candidates = usable(geom, op)
-    if ("winograd" in candidates and op in ("forward", "backward_data")
-            and min(geom.Cg, geom.Kg) >= 32 and geom.OH * geom.OW >= 28 * 28
-            and geom.N * geom.OH * geom.OW >= 4 * 28 * 28):
-        return "winograd"
+    if "winograd" in candidates:
+        channels = min(geom.Cg, geom.Kg)
+        if op == "backward_weight" and channels >= 64:
+            return "winograd"
+        if op != "backward_weight" and channels >= 32 and geom.OH * geom.OW >= 14 * 14:
+            return "winograd"
     return candidates[0]
 
 

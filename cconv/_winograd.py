@@ -1,9 +1,10 @@
 """Winograd F(2x2,3x3) convolution: forward, backward-data, backward-weight.
 
 Forward (Lavin & Gray): ``Y = A^T [(G g G^T) * (B^T d B)] A`` on overlapping 4x4 input tiles
-``d`` giving 2x2 output tiles.  The filter transform ``U = G g G^T`` is a plain loop in the
-kernel module (in float64, then cast), once per call (no BLAS: see below); the input transform, the 16 channel-reduction GEMMs and the output
-transform run fused per block of tiles in ``cconv._kernels._winograd_<isa>`` (Cython, OpenMP
+``d`` giving 2x2 output tiles.  The filter transform ``U = G g G^T`` runs once per call on
+vectors of 32 filters (parallel over blocks of (output channels, 8 input channels)), or once
+per ``ConvPlan.prepare_weight``; the input transform, the 16 channel-reduction GEMMs and the
+output transform run fused per block of tiles in ``cconv._kernels._winograd_<isa>`` (Cython, OpenMP
 ``prange`` over (image, group, tile block), GEMM register-tiled with GCC vector types).  The
 GEMM is done in Cython, not BLAS: a BLAS call between ``prange`` regions competes with
 spinning OpenMP workers (PERFORMANCE_NOTES.md) and would need the 16 transformed matrices of
@@ -126,20 +127,17 @@ class WinogradConvolution:
     correct, but the GEMM then wastes most of its vector lanes), float32 and float64.
 
     Accuracy, measured on random normal data against a float64 reference, as
-    max |error| / max |reference| in float32: forward 1.9e-7 (C = K = 16) rising to 8.5e-7
-    (C = K = 512), backward-data 2.1e-7 .. 7.8e-7, backward-weight 2.1e-7 .. 1.2e-6
-    (N = 8, C = K = 128, 28x28); the direct kernel measures 1.4e-6 .. 2.8e-6 on the same
-    cases.  Bound asserted by the tests: 1e-4 at C = K = 256 and 512, 1e-5 on the shape
-    sweep (float32), 1e-12 in float64.
+    max |error| / max |reference| in float32 (padding 1): forward 1.9e-7 (C = K = 16,
+    28x28) rising to 1.1e-6 (C = K = 512, 8x8), backward-data 1.9e-7 .. 7.4e-7,
+    backward-weight 3.2e-7 .. 1.3e-6; the direct kernel measures 3.7e-7 .. 3.2e-6 on the
+    same cases.  Bound asserted by the tests: 1e-4 at C = K = 256 and 512, 1e-5 on the
+    shape sweep (float32), 1e-12 in float64.
 
-    Speed (effective GFLOP/s = direct FLOPs / time, ratio to the direct kernel in the same
-    process, timings interleaved, float32, N = 8, on a shared 2-core AVX-512 VM where absolute
-    figures were noisy): res3 128->128 28x28 forward 1.4-1.6x (1 and 2 threads),
-    backward-data 1.0-1.6x, backward-weight 0.9-1.3x; vgg16 256->256 56x56 forward
-    1.4-1.7x, backward-data 1.2-1.9x, backward-weight 1.0-1.2x; 32..64-channel layers
-    forward / backward-data 1.2-1.5x, backward-weight ~0.9x; 16 channels ~1.0x.
-    ``_dispatch.heuristic`` therefore uses it for forward and backward-data only, and only
-    with >= 32 channels per group (at 16 it is not faster).
+    Speed (effective GFLOP/s = direct FLOPs / time; ratio to the direct kernel and to
+    PyTorch 2.13 in the same process, 2 threads, float32, on a shared 2-core AVX-512 VM
+    where absolute figures are noisy): see ``_dispatch.heuristic`` for the ratios that
+    decide ``auto`` and the README for the full table (``python -m cconv bench --algos
+    direct,winograd``).
 
     NaN and Inf: the tile transforms mix a whole 4x4 tile, so a non-finite input would leak
     into outputs whose window does not contain it (0 * NaN = NaN).  The packing and filter
