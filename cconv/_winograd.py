@@ -47,8 +47,16 @@ _CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 # Target bytes of one job's transformed input tiles (16 x tiles x channels): L2 is >= 1 MiB
 # on the CPUs we target, and the transformed filters of one channel block share it.
 _V_BYTES = 512 * 1024
+# Backward-weight: bytes of one job's partial sums plus transformed tiles (L2 per core).
+_WEIGHT_L2_BYTES = 1024 * 1024
 # Upper bound for the per-split partial sums of backward-weight.
 _PARTIAL_BYTES = 64 * 1024 * 1024
+
+
+def _padded_channels(Cg, vl):
+    """Channels of the packed input: channels are the scalar (broadcast) side of the GEMM,
+    so any count works and small groups stay unpadded; larger ones use vector-wide blocks."""
+    return Cg if Cg <= 2 * vl else -(-Cg // vl) * vl
 
 
 class _Problem:
@@ -64,11 +72,9 @@ class _Problem:
         vl = kernels.VECTOR_LENGTH[dtype.name]
         self.KB = 2 * vl
         self.Kb = -(-Kg // self.KB)
-        # Channels are the scalar (broadcast) side of the GEMM: any count works, so small
-        # groups are packed unpadded; larger ones in vector-wide blocks.
         self.block = Cg if Cg <= 2 * vl else vl
-        self.ncb = -(-Cg // self.block)
-        self.Cp = self.ncb * self.block
+        self.Cp = _padded_channels(Cg, vl)
+        self.ncb = self.Cp // self.block
         rows = kernels.TILE_ROWS
         ntiles = self.tH * self.tW
         per_rows = 16 * rows * self.Cp * dtype.itemsize
@@ -170,13 +176,20 @@ class WinogradConvolution:
                              ((2 - pt, 2 - pb), (2 - pl, 2 - pr)), g.dtype)
         assert (self._fwd.OH, self._fwd.OW) == (g.OH, g.OW)
         assert (self._bwd.OH, self._bwd.OW) == (g.H, g.W)
-        # Backward-weight: larger tile blocks (the partial sums are re-read per block).
+        # Backward-weight: a job walks its tile blocks once for kchunk output-channel blocks
+        # (one input transform per tile block serves them all), while its partial sums
+        # (kchunk x 16 x Cp x KB) and transformed tiles stay within ~1 MiB of L2 together.
+        vl = kernels.VECTOR_LENGTH[g.dtype.name]
+        p_block = 16 * _padded_channels(g.Cg, vl) * 2 * vl * g.dtype.itemsize
+        kchunk = max(1, min(-(-g.Kg // (2 * vl)), _WEIGHT_L2_BYTES // 2 // p_block))
         self._wgt = _Problem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype,
-                             tile_bytes=2 * _V_BYTES)
+                             tile_bytes=max(_WEIGHT_L2_BYTES - kchunk * p_block,
+                                            _WEIGHT_L2_BYTES // 4))
         p = self._wgt
-        jobs = g.groups * p.Kb
+        self._kchunk = kchunk
+        jobs = g.groups * -(-p.Kb // kchunk)
         blocks = g.N * -(-(p.tH * p.tW) // p.tblock)
-        psize = jobs * 16 * p.Cp * p.KB * g.dtype.itemsize
+        psize = g.groups * p.Kb * 16 * p.Cp * p.KB * g.dtype.itemsize
         # A fixed number of splits (never the thread count): deterministic partial sums.
         self._splits = max(1, min(-(-8 // jobs), blocks, _PARTIAL_BYTES // psize))
 
@@ -231,7 +244,7 @@ class WinogradConvolution:
             scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
             run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
             run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
-                p.tW, p.tblock, self._splits, scratch, partial, nthreads)
+                p.tW, p.tblock, self._splits, self._kchunk, scratch, partial, nthreads)
             # Sum the splits in a fixed order, then dg = G^T P G.
             grad = np.empty((g.K, g.Cg, 3, 3), dt)
             getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, self._splits, g.groups,

@@ -27,6 +27,30 @@ cdef inline unsigned int _nonfinite(const real *p) noexcept nogil:
         return ((<const unsigned long long *>p)[0] & 0x7ff0000000000000ULL) == 0x7ff0000000000000ULL
 
 
+cdef unsigned int _pack_row_by_channel(const char *row, const Py_ssize_t *coff,
+                                       Py_ssize_t valid, Py_ssize_t sw, Py_ssize_t W, real *d,
+                                       Py_ssize_t block, Py_ssize_t pad_left,
+                                       Py_ssize_t width) noexcept nogil:
+    # d[wp][c] = row[coff[c] + (wp - pad_left) * sw] for c < valid and wp - pad_left inside
+    # 0..W-1, else 0.  Returns 1 if a copied value is NaN or infinite.
+    cdef Py_ssize_t c, wp, first = max(0, pad_left), last = min(width, W + pad_left)
+    cdef const real *src
+    cdef unsigned int bad = 0
+    memset(d, 0, width * block * sizeof(real))
+    for c in range(valid):
+        if sw == sizeof(real):
+            src = <const real *>(row + coff[c]) - pad_left
+            for wp in range(first, last):
+                d[wp * block + c] = src[wp]
+                bad = bad | _nonfinite(src + wp)
+        else:
+            for wp in range(first, last):
+                src = <const real *>(row + coff[c] + (wp - pad_left) * sw)
+                d[wp * block + c] = src[0]
+                bad = bad | _nonfinite(src)
+    return bad
+
+
 cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh, Py_ssize_t sw,
                       Py_ssize_t H, Py_ssize_t W, real *dst, Py_ssize_t n, Py_ssize_t first_channel,
                       Py_ssize_t first_slot, Py_ssize_t slots, Py_ssize_t mult, Py_ssize_t block,
@@ -42,6 +66,9 @@ cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssiz
     cdef const real *src
     cdef real *d
     cdef unsigned int bad = 0
+    # NCHW-like sources (pixels closer than channels) are read channel by channel along
+    # the row: contiguous reads, scattered writes inside one L1-sized row of the buffer.
+    cdef bint pixels_inner = (sw if sw > 0 else -sw) < (sc if sc > 0 else -sc)
     for c in range(valid):
         coff[c] = n * sn + (first_channel + (first_slot + c) // mult) * sc
     for hp in range(height):
@@ -52,6 +79,9 @@ cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssiz
                 d[wp] = 0
             continue
         row = x + h * sh
+        if pixels_inner:
+            bad = bad | _pack_row_by_channel(row, coff, valid, sw, W, d, block, pad_left, width)
+            continue
         for wp in range(width):
             w = wp - pad_left
             if w < 0 or w >= W:
