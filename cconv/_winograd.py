@@ -62,7 +62,7 @@ def _padded_channels(Cg, vl):
 class _Problem:
     """Sizes of one Winograd forward convolution (the layer's, or backward-data's)."""
 
-    def __init__(self, N, G, Cg, H, W, Kg, pads, dtype, tile_bytes=_V_BYTES):
+    def __init__(self, N, G, Cg, H, W, Kg, pads, dtype, tile_bytes=_V_BYTES, min_blocks=8):
         (pt, pb), (pl, pr) = pads
         self.N, self.G, self.Cg, self.Kg, self.dtype = N, G, Cg, Kg, dtype
         self.pt, self.pl = pt, pl
@@ -76,9 +76,12 @@ class _Problem:
         self.Cp = _padded_channels(Cg, vl)
         self.ncb = self.Cp // self.block
         rows = kernels.TILE_ROWS
-        ntiles = self.tH * self.tW
+        # Tile blocks are numbered across the batch (a block may hold several small images),
+        # TILE_ROWS-multiples so the GEMM rows are full; at most what fits the cache, and
+        # small enough for min_blocks blocks per group when the batch has the tiles.
+        total = N * self.tH * self.tW
         per_rows = 16 * rows * self.Cp * dtype.itemsize
-        self.tblock = rows * max(1, min(16, tile_bytes // per_rows, -(-ntiles // rows)))
+        self.tblock = rows * max(1, min(16, tile_bytes // per_rows, total // (rows * min_blocks)))
         pad = kernels.MATRIX_PAD[dtype.name]
         self.scratch_per_thread = (16 * (self.tblock * self.Cp + pad)
                                    + 16 * (self.tblock * self.KB + pad))
@@ -188,11 +191,11 @@ class WinogradConvolution:
         tile_bytes = (_WEIGHT_L2_BYTES if kchunk == 1
                       else max(_WEIGHT_L2_BYTES - kchunk * p_block, _WEIGHT_L2_BYTES // 2))
         self._wgt = _Problem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype,
-                             tile_bytes=tile_bytes)
+                             tile_bytes=tile_bytes, min_blocks=1)
         p = self._wgt
         self._kchunk = kchunk
         jobs = g.groups * -(-p.Kb // kchunk)
-        blocks = g.N * -(-(p.tH * p.tW) // p.tblock)
+        blocks = -(-(g.N * p.tH * p.tW) // p.tblock)
         psize = g.groups * p.Kb * 16 * p.Cp * p.KB * g.dtype.itemsize
         # A fixed number of splits (never the thread count): deterministic partial sums.
         self._splits = max(1, min(-(-8 // jobs), blocks, _PARTIAL_BYTES // psize))
