@@ -73,21 +73,24 @@ def heuristic(geom, op):
     """The algorithm ``"auto"`` picks: the first usable one in preference order, except:
 
     Winograd (3x3 stride-1 dilation-1 layers) for forward and backward-data with at least
-    32 input and output channels per group and at least 14x14 output pixels per image, and
-    for backward-weight with at least 64 channels per group (any spatial size).
+    32 input and output channels per group and 14x14 output pixels per image (7x7 from 128
+    channels), and for backward-weight with at least 64 channels per group.
     Measured against the direct kernel (``python -m cconv bench --algos direct,winograd``,
-    2 threads, N=8 unless noted): forward / backward-data 1.4-1.5x on res2 56x56, 1.5-1.7x
-    on res3 28x28, 1.4-1.45x on res4 14x14, 1.8-2.3x on vgg16 56x56 and 224x224, 1.3-1.5x at
-    batch 1 (28x28, 14x14), but 0.8x on res5 7x7 (16 tiles per image cannot amortise the
-    transforms); backward-weight 1.1-1.7x on all of these including res5 (1.24x) and 1.03x
-    at batch 1 28x28.  Depthwise (one channel per group) ~0.05x: never chosen.
+    2 threads, N=8 unless noted; ``find_algorithms`` for the small cases):
+    forward / backward-data 1.3-1.5x at 32 channels 56x56, 1.4-1.5x on res2 56x56,
+    1.7x on res3 28x28, 1.6-1.7x on res4 14x14, 1.3x on res5 7x7 (512 channels), 2.0-2.4x
+    on vgg16 56x56, 1.3-1.5x at batch 1 (28x28, 14x14); but 1.0x at 16 channels and
+    0.94-1.1x at 32 channels 7x7.  Backward-weight 1.2-1.7x from 64 channels (1.04x at
+    64 channels 28x28), 0.6-0.7x at 16-32 channels.  Depthwise (one channel per group)
+    ~0.05x: never chosen.
     """
     candidates = usable(geom, op)
     if "winograd" in candidates:
-        channels = min(geom.Cg, geom.Kg)
-        if op == "backward_weight" and channels >= 64:
-            return "winograd"
-        if op != "backward_weight" and channels >= 32 and geom.OH * geom.OW >= 14 * 14:
+        channels, pixels = min(geom.Cg, geom.Kg), geom.OH * geom.OW
+        if op == "backward_weight":
+            if channels >= 64:
+                return "winograd"
+        elif channels >= 32 and (pixels >= 14 * 14 or (channels >= 128 and pixels >= 7 * 7)):
             return "winograd"
     return candidates[0]
 

@@ -222,9 +222,13 @@ def test_auto_prefers_winograd_only_where_measured_faster():
     assert _dispatch.heuristic(strided, "forward") == "direct"
     res4 = make_geometry((8, 256, 14, 14), (256, 256, 3, 3), padding=1)  # measured 1.4x
     assert _dispatch.heuristic(res4, "forward") == "winograd"
-    few_tiles = make_geometry((8, 512, 7, 7), (512, 512, 3, 3), padding=1)  # res5: 0.8x
+    res5 = make_geometry((8, 512, 7, 7), (512, 512, 3, 3), padding=1)  # 1.3x
+    assert _dispatch.heuristic(res5, "forward") == "winograd"
+    few_tiles = make_geometry((8, 32, 7, 7), (32, 32, 3, 3), padding=1)  # 0.94x
     assert _dispatch.heuristic(few_tiles, "forward") == "direct"
-    assert _dispatch.heuristic(few_tiles, "backward_weight") == "winograd"  # 1.24x
+    narrow = make_geometry((8, 32, 56, 56), (32, 32, 3, 3), padding=1)  # 1.3x / 0.7x
+    assert _dispatch.heuristic(narrow, "forward") == "winograd"
+    assert _dispatch.heuristic(narrow, "backward_weight") == "direct"
     assert _dispatch.heuristic(small, "backward_weight") == "direct"
     depthwise = make_geometry((8, 144, 56, 56), (144, 1, 3, 3), padding=1, groups=144)
     assert _dispatch.heuristic(depthwise, "forward") == "direct"
