@@ -53,6 +53,16 @@ def test_prepared_weight_is_a_snapshot_and_skips_the_transform(monkeypatch):
     assert np.allclose(out, 2 * expect - 1, rtol=1e-5, atol=1e-5)
 
 
+def test_prepared_weight_hwio_layout():
+    x, w = _case()
+    w_hwio = np.ascontiguousarray(w.transpose(2, 3, 1, 0))
+    plan = cconv.plan_conv2d(x.shape, w_hwio.shape, padding=1, weight_layout="HWIO",
+                             algo="winograd")
+    prepared = plan.prepare_weight(w_hwio)
+    assert prepared.weight.shape == w_hwio.shape
+    assert rel_err(plan.forward(x, prepared), ref_forward(x, w, ((1, 1), (1, 1)), 1)) < 1e-5
+
+
 def test_prepared_weight_other_batch_and_backward_data():
     x, w = _case(n=2)
     plan = cconv.plan_conv2d(x.shape, w.shape, padding=1, algo="winograd")
