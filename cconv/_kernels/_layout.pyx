@@ -10,6 +10,12 @@ a tile kernel finds the channels of one pixel side by side.
 from cython.parallel cimport prange
 from libc.string cimport memset
 
+cdef extern from "transpose.h" nogil:
+    void cconv_transpose4_float(const float *s0, const float *s1, const float *s2,
+                                const float *s3, float *d, Py_ssize_t dstride) noexcept
+    void cconv_transpose2_double(const double *s0, const double *s1, double *d,
+                                 Py_ssize_t dstride) noexcept
+
 ctypedef fused real:
     float
     double
@@ -60,11 +66,38 @@ cdef unsigned int _pack_row_by_channel(const char *row, const Py_ssize_t *coff,
     if valid < block:
         for wp in range(first, last):
             memset(d + wp * block + valid, 0, (block - valid) * sizeof(real))
+    cdef Py_ssize_t lanes = 4 if real is float else 2
+    cdef Py_ssize_t c0 = 0
+    cdef Py_ssize_t wp0
+    if sw == sizeof(real):
+        # lanes x lanes blocks (channels x pixels) transposed in registers
+        while c0 + lanes <= valid:
+            wp0 = first
+            while wp0 + lanes <= last:
+                if real is float:
+                    cconv_transpose4_float(
+                        <const float *>(row + coff[c0] + (wp0 - pad_left) * sw),
+                        <const float *>(row + coff[c0 + 1] + (wp0 - pad_left) * sw),
+                        <const float *>(row + coff[c0 + 2] + (wp0 - pad_left) * sw),
+                        <const float *>(row + coff[c0 + 3] + (wp0 - pad_left) * sw),
+                        <float *>(d + wp0 * block + c0), block)
+                else:
+                    cconv_transpose2_double(
+                        <const double *>(row + coff[c0] + (wp0 - pad_left) * sw),
+                        <const double *>(row + coff[c0 + 1] + (wp0 - pad_left) * sw),
+                        <double *>(d + wp0 * block + c0), block)
+                wp0 = wp0 + lanes
+            for c in range(c0, c0 + lanes):
+                src = <const real *>(row + coff[c]) - pad_left
+                for wp in range(wp0, last):
+                    d[wp * block + c] = src[wp]
+            c0 = c0 + lanes
     for c in range(valid):
         if sw == sizeof(real):
             src = <const real *>(row + coff[c]) - pad_left
-            for wp in range(first, last):
-                d[wp * block + c] = src[wp]
+            if c >= c0:
+                for wp in range(first, last):
+                    d[wp * block + c] = src[wp]
             # a separate pass over the (L1-hot) source row: this integer loop vectorises,
             # the test inside the scattered-store loop did not
             bad = bad | _nonfinite_count(src + first, last - first)
