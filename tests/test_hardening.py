@@ -484,27 +484,13 @@ def _algo_params():
     return params
 
 
-@pytest.mark.parametrize("algo", _algo_params())
-@pytest.mark.parametrize("special", sorted(SPECIALS))
-@pytest.mark.parametrize("geom", sorted(NAN_GEOMS))
-@pytest.mark.parametrize("dtype", [F32, np.float64])
-def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
-    _ALGO["algo"] = algo
+def _nan_geometry(geom):
+    """(xs, ws, kw, groups, stride pair, dilation pair, pad top, pad left, OH, OW)."""
     xs, ws, kw = NAN_GEOMS[geom]
-    value = SPECIALS[special]
-    g = kw.get("groups", 1)
     stride = kw.get("stride", 1)
     stride = (stride, stride) if isinstance(stride, int) else stride
     dil = kw.get("dilation", 1)
     dil = (dil, dil) if isinstance(dil, int) else dil
-    x = _rand(xs, dtype, seed=5)
-    w = _rand(ws, dtype, seed=6)
-    w[w == 0] = 0.5  # a zero weight would turn Inf into NaN; keep the pattern simple
-    # one special value in the interior, one on a corner (seen through padding)
-    x[0, 1, xs[2] // 2, xs[3] // 2] = value
-    x[-1, -1, 0, xs[3] - 1] = value
-    y_any = cconv.conv2d(x, w, **kw)
-    oh, ow = y_any.shape[2:]
     pad = kw.get("padding", 0)
     if pad == "same":
         from test_fuzz import same_pads
@@ -514,6 +500,25 @@ def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
         pt = pl = pad
     else:
         pt, pl = pad
+    oh, ow = cconv.plan_conv2d(xs, ws, **kw).output_shape[2:]
+    return xs, ws, kw, kw.get("groups", 1), stride, dil, pt, pl, oh, ow
+
+
+@pytest.mark.parametrize("algo", _algo_params())
+@pytest.mark.parametrize("special", sorted(SPECIALS))
+@pytest.mark.parametrize("geom", sorted(NAN_GEOMS))
+@pytest.mark.parametrize("dtype", [F32, np.float64])
+def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
+    _ALGO["algo"] = algo
+    xs, ws, kw, g, stride, dil, pt, pl, oh, ow = _nan_geometry(geom)
+    value = SPECIALS[special]
+    x = _rand(xs, dtype, seed=5)
+    w = _rand(ws, dtype, seed=6)
+    w[w == 0] = 0.5  # a zero weight would turn Inf into NaN; keep the pattern simple
+    # one special value in the interior, one on a corner (seen through padding)
+    x[0, 1, xs[2] // 2, xs[3] // 2] = value
+    x[-1, -1, 0, xs[3] - 1] = value
+    y_any = cconv.conv2d(x, w, **kw)
     with np.errstate(invalid="ignore", over="ignore"):
         ref_y = ref_gather(x, w, g, stride, dil, pt, pl, oh, ow)
     assert np.isnan(ref_y).any() or np.isinf(ref_y).any()
@@ -547,27 +552,12 @@ def test_nonfinite_weight_propagates_like_reference(geom, special, dtype, algo):
     # backward-data is the scatter of grad_out * w over existing outputs only, so inputs
     # that no output of the special tap reaches stay finite (as PyTorch).
     _ALGO["algo"] = algo
-    xs, ws, kw = NAN_GEOMS[geom]
-    g = kw.get("groups", 1)
-    stride = kw.get("stride", 1)
-    stride = (stride, stride) if isinstance(stride, int) else stride
-    dil = kw.get("dilation", 1)
-    dil = (dil, dil) if isinstance(dil, int) else dil
+    xs, ws, kw, g, stride, dil, pt, pl, oh, ow = _nan_geometry(geom)
     x = _rand(xs, dtype, seed=15)
     w = _rand(ws, dtype, seed=16)
     w[w == 0] = 0.5
     w[-1, 0, 0, ws[3] - 1] = SPECIALS[special]
     y_any = cconv.conv2d(x, w, **kw)
-    oh, ow = y_any.shape[2:]
-    pad = kw.get("padding", 0)
-    if pad == "same":
-        from test_fuzz import same_pads
-        pt = same_pads(xs[2], ws[2], stride[0], dil[0], False)[0]
-        pl = same_pads(xs[3], ws[3], stride[1], dil[1], False)[0]
-    elif isinstance(pad, int):
-        pt = pl = pad
-    else:
-        pt, pl = pad
     x[x == 0] = 0.5
     with np.errstate(invalid="ignore", over="ignore"):
         ref_y = ref_gather(x, w, g, stride, dil, pt, pl, oh, ow)
@@ -582,7 +572,7 @@ def test_nonfinite_weight_propagates_like_reference(geom, special, dtype, algo):
                                                                     **kw)).items():
         _same_specials(dx, ref_dx, f"backward_data algo={algo}")
     # with alpha, beta and bias through the transposed convolution of the same weights
-    if g == 1 and pad != "same":
+    if g == 1 and kw.get("padding") != "same":
         bias = _rand((ws[1],), dtype, seed=18)
         out = _rand((xs[0], xs[1], xs[2], xs[3]), dtype, seed=19)
         expect = 2.0 * (ref_dx + bias.reshape(1, -1, 1, 1)) + 0.5 * out
