@@ -6,18 +6,30 @@ fault per 4 KiB page and the kernel zeroes each page before the convolution touc
 their packed operands and scratch from a small pool and give them back when done.
 
 The pool is shared by all threads (a lock guards it; each call owns the buffers it took)
-and holds at most ``LIMIT_BYTES``: buffers that would exceed it are simply dropped.  Only
-internal buffers go through it, never an array returned to the caller.
+and holds at most ``LIMIT_BYTES`` (256 MiB, or ``CCONV_WORKSPACE_MB`` from the environment;
+0 disables pooling): buffers that would exceed it are simply dropped.  Only internal
+buffers go through it, never an array returned to the caller.  A forked child starts with
+an empty pool and a fresh lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 
 import numpy as np
 
-LIMIT_BYTES = 256 * 1024 * 1024
+
+def _limit_from_env():
+    value = os.environ.get("CCONV_WORKSPACE_MB", "").strip()
+    try:
+        return max(0, int(value)) * 1024 * 1024 if value else 256 * 1024 * 1024
+    except ValueError:
+        return 256 * 1024 * 1024
+
+
+LIMIT_BYTES = _limit_from_env()
 
 _lock = threading.Lock()
 _free: dict[int, list[np.ndarray]] = {}
@@ -40,6 +52,17 @@ def _give(raw):
         if _pooled_bytes + raw.nbytes <= LIMIT_BYTES:
             _free.setdefault(raw.nbytes, []).append(raw)
             _pooled_bytes += raw.nbytes
+
+
+def _after_fork():
+    global _lock, _free, _pooled_bytes
+    _lock = threading.Lock()
+    _free = {}
+    _pooled_bytes = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def clear():

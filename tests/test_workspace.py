@@ -63,3 +63,29 @@ def test_concurrent_scopes_get_distinct_buffers():
     assert not errors
     assert _workspace.pooled_bytes() <= 4 * 4096 * 8
     _workspace.clear()
+
+
+def test_limit_from_environment(monkeypatch):
+    monkeypatch.setenv("CCONV_WORKSPACE_MB", "3")
+    assert _workspace._limit_from_env() == 3 * 1024 * 1024
+    monkeypatch.setenv("CCONV_WORKSPACE_MB", "0")
+    assert _workspace._limit_from_env() == 0
+    monkeypatch.setenv("CCONV_WORKSPACE_MB", "lots")
+    assert _workspace._limit_from_env() == 256 * 1024 * 1024
+
+
+def test_forked_child_starts_with_an_empty_pool():
+    import os
+    import pytest
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    with _workspace.scope() as ws:
+        ws.empty(100, np.float32)
+    assert _workspace.pooled_bytes() > 0
+    pid = os.fork()
+    if pid == 0:  # child: report through the exit status
+        ok = _workspace.pooled_bytes() == 0 and _workspace._lock.acquire(timeout=5)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    _workspace.clear()
