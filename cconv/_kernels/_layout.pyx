@@ -67,45 +67,45 @@ cdef unsigned int _pack_row_by_channel(const char *row, const Py_ssize_t *coff,
         for wp in range(first, last):
             memset(d + wp * block + valid, 0, (block - valid) * sizeof(real))
     cdef Py_ssize_t lanes = 4 if real is float else 2
-    cdef Py_ssize_t c0 = 0
-    cdef Py_ssize_t wp0
-    if sw == sizeof(real):
-        # lanes x lanes blocks (channels x pixels) transposed in registers
-        while c0 + lanes <= valid:
-            wp0 = first
-            while wp0 + lanes <= last:
-                if real is float:
-                    cconv_transpose4_float(
-                        <const float *>(row + coff[c0] + (wp0 - pad_left) * sw),
-                        <const float *>(row + coff[c0 + 1] + (wp0 - pad_left) * sw),
-                        <const float *>(row + coff[c0 + 2] + (wp0 - pad_left) * sw),
-                        <const float *>(row + coff[c0 + 3] + (wp0 - pad_left) * sw),
-                        <float *>(d + wp0 * block + c0), block)
-                else:
-                    cconv_transpose2_double(
-                        <const double *>(row + coff[c0] + (wp0 - pad_left) * sw),
-                        <const double *>(row + coff[c0 + 1] + (wp0 - pad_left) * sw),
-                        <double *>(d + wp0 * block + c0), block)
-                wp0 = wp0 + lanes
-            for c in range(c0, c0 + lanes):
-                src = <const real *>(row + coff[c]) - pad_left
-                for wp in range(wp0, last):
-                    d[wp * block + c] = src[wp]
-            c0 = c0 + lanes
-    for c in range(valid):
-        if sw == sizeof(real):
-            src = <const real *>(row + coff[c]) - pad_left
-            if c >= c0:
-                for wp in range(first, last):
-                    d[wp * block + c] = src[wp]
-            # a separate pass over the (L1-hot) source row: this integer loop vectorises,
-            # the test inside the scattered-store loop did not
-            bad = bad | _nonfinite_count(src + first, last - first)
-        else:
+    cdef Py_ssize_t blocked = 0, tail = first, off
+    if sw != sizeof(real):
+        for c in range(valid):
             for wp in range(first, last):
                 src = <const real *>(row + coff[c] + (wp - pad_left) * sw)
                 d[wp * block + c] = src[0]
                 bad = bad | _nonfinite(src)
+        return bad
+    # Contiguous rows: lanes x lanes blocks (channels x pixels) transposed in registers, then
+    # scalar copies of what they leave: pixels [tail, last) of the blocked channels and all
+    # pixels of the remaining ones.
+    blocked = valid - valid % lanes
+    tail = first + (last - first) // lanes * lanes
+    c = 0
+    while c < blocked:
+        wp = first
+        while wp < tail:
+            off = (wp - pad_left) * sw
+            if real is float:
+                cconv_transpose4_float(
+                    <const float *>(row + coff[c] + off),
+                    <const float *>(row + coff[c + 1] + off),
+                    <const float *>(row + coff[c + 2] + off),
+                    <const float *>(row + coff[c + 3] + off), <float *>(d + wp * block + c),
+                    block)
+            else:
+                cconv_transpose2_double(
+                    <const double *>(row + coff[c] + off),
+                    <const double *>(row + coff[c + 1] + off), <double *>(d + wp * block + c),
+                    block)
+            wp = wp + lanes
+        c = c + lanes
+    for c in range(valid):
+        src = <const real *>(row + coff[c]) - pad_left
+        for wp in range(tail if c < blocked else first, last):
+            d[wp * block + c] = src[wp]
+        # a separate pass over the (L1-hot) source row: this integer loop vectorises, a
+        # test inside the scattered-store loop did not
+        bad = bad | _nonfinite_count(src + first, last - first)
     return bad
 
 
