@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dispatch, functional
-from ._geometry import check_dtype, compute_dtype, make_geometry
+from ._geometry import as_float_array, check_dtype, compute_dtype, make_geometry
 from ._threads import resolve_num_threads
 
 
@@ -56,8 +56,7 @@ class ConvPlan:
             :meth:`backward_data`) of this plan.
         """
         g = self.geometry
-        w = np.asarray(weight)
-        check_dtype(w.dtype, "weight")
+        w = as_float_array(weight, "weight")
         if w.shape != g.weight_shape():
             raise ValueError(f"weight has shape {w.shape}, this plan needs {g.weight_shape()}")
         w = np.array(w, copy=True)  # the caller's dtype: results keep numpy.result_type

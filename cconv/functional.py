@@ -182,14 +182,13 @@ def _conv2d(x, weight, bias, kw, algo, out, alpha, beta, num_threads, prepared=N
     impl = _dispatch.select(geom, "forward", algo, nthreads)
     xv = _nchw(_activation(x, "x", dtype), kw["layout"])
     wv = _weight_oihw(w, kw["weight_layout"], dtype)
-    if prepared is not None and prepared[0] == impl.name and prepared[2] == geom:
-        def compute(y, a, bt):
-            impl.forward(xv, wv, b, y, a, bt, nthreads, prepared=prepared[1])
-    else:
-        def compute(y, a, bt):
-            impl.forward(xv, wv, b, y, a, bt, nthreads)
-    return _emit(compute, geom.output_shape(), kw["layout"], dtype, result_dtype, out, alpha,
-                 beta, geom.N == 0)
+    # a prepared weight serves only the algorithm and geometry it was prepared for
+    extra = ({"prepared": prepared[1]}
+             if prepared is not None and prepared[0] == impl.name and prepared[2] == geom
+             else {})
+    return _emit(lambda y, a, bt: impl.forward(xv, wv, b, y, a, bt, nthreads, **extra),
+                 geom.output_shape(), kw["layout"], dtype, result_dtype, out, alpha, beta,
+                 geom.N == 0)
 
 
 def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, dilation=1,
