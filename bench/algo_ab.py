@@ -1,0 +1,66 @@
+#!/usr/bin/env python
+"""A/B two cconv algorithms on one convolution: many interleaved calls, min and median.
+
+    python bench/algo_ab.py --shape 8,128,28,28 --op backward_weight --threads 2
+
+The suite (``python -m cconv bench``) reports medians of a few calls interleaved with
+PyTorch; on a shared, noisy machine the minimum of many interleaved calls of just the two
+contenders is the steadier figure of what each can do.  Prints both.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+try:
+    import cconv
+except ImportError:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import cconv
+
+
+def main(argv=None):
+    """Time ``--algos`` (default direct,winograd) on a 3x3 padding-1 layer; print ratios."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shape", default="8,128,28,28", help="N,C,H,W (K = C, 3x3, padding 1)")
+    ap.add_argument("--op", default="forward",
+                    choices=["forward", "backward_data", "backward_weight"])
+    ap.add_argument("--algos", default="direct,winograd")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=25)
+    args = ap.parse_args(argv)
+    n, c, h, w_ = (int(v) for v in args.shape.split(","))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, c, h, w_), dtype=np.float32)
+    w = rng.standard_normal((c, c, 3, 3), dtype=np.float32)
+    dy = rng.standard_normal((n, c, h, w_), dtype=np.float32)
+    kw = dict(padding=1, num_threads=args.threads)
+    calls = {
+        "forward": lambda a: cconv.conv2d(x, w, algo=a, **kw),
+        "backward_data": lambda a: cconv.conv2d_backward_data(dy, w, x.shape, algo=a, **kw),
+        "backward_weight": lambda a: cconv.conv2d_backward_weight(dy, x, w.shape, algo=a, **kw),
+    }
+    call = calls[args.op]
+    algos = args.algos.split(",")
+    times = {a: [] for a in algos}
+    for a in algos:
+        call(a)  # warm-up: schedules, pools, threads
+    for _ in range(args.repeats):
+        for a in algos:
+            t = time.perf_counter()
+            call(a)
+            times[a].append(time.perf_counter() - t)
+    base = algos[0]
+    for a in algos:
+        mn, md = min(times[a]), float(np.median(times[a]))
+        print(f"{a:10s} min {1e3 * mn:8.2f} ms  median {1e3 * md:8.2f} ms  "
+              f"{base}/{a}: min {min(times[base]) / mn:.2f}  "
+              f"median {np.median(times[base]) / md:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
