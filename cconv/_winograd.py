@@ -16,8 +16,9 @@ filter rotated by 180 degrees and its channel roles swapped (per group), padded 
 
 Backward-weight: ``dg = G^T [sum_tiles (A dY A^T) * (B^T d B)] G`` (exact: the adjoint of the
 forward).  The 16 transformed products are reduced over images and tiles by jobs that each
-own a (split, group, output-channel block) and walk a fixed range of tile blocks in order;
-the splits are summed in order, so the result does not depend on the thread count.
+own a (split, group, channel chunk, output-channel chunk, half or all of the 16 matrices)
+and walk a fixed range of tile blocks in order; the splits are summed in order, so the
+result does not depend on the thread count.
 
 Memory: the input is packed once (zero-padded, channel-blocked, ~1x the activations);
 transformed tiles exist only per job, in per-thread scratch of ``16 x tile_block x channels``.
@@ -63,7 +64,7 @@ class _Problem:
     """Sizes of one Winograd forward convolution (the layer's, or backward-data's)."""
 
     def __init__(self, N, G, Cg, H, W, Kg, pads, dtype, tile_bytes=_V_BYTES, min_blocks=8,
-                 tile_channels=None):
+                 tile_channels=None, matrices=16, budget_extra=0):
         (pt, pb), (pl, pr) = pads
         self.N, self.G, self.Cg, self.Kg, self.dtype = N, G, Cg, Kg, dtype
         self.pt, self.pl = pt, pl
@@ -80,14 +81,16 @@ class _Problem:
         # Tile blocks are numbered across the batch (a block may hold several small images),
         # TILE_ROWS-multiples so the GEMM rows are full; at most what fits the cache, and
         # small enough for min_blocks blocks per group when the batch has the tiles.
-        # tile_channels: channels one job transforms (backward-weight splits them).
+        # tile_channels, matrices: channels and transformed matrices of one job (backward-
+        # weight splits both); budget_extra: more elements per tile and matrix that share
+        # tile_bytes (backward-weight's transformed dy of one output block).
         total = N * self.tH * self.tW
         cc = self.Cp if tile_channels is None else tile_channels
-        per_rows = 16 * rows * cc * dtype.itemsize
+        per_rows = matrices * rows * (cc + budget_extra) * dtype.itemsize
         self.tblock = rows * max(1, min(16, tile_bytes // per_rows, total // (rows * min_blocks)))
         pad = kernels.MATRIX_PAD[dtype.name]
-        self.scratch_per_thread = (16 * (self.tblock * cc + pad)
-                                   + 16 * (self.tblock * self.KB + pad))
+        self.scratch_per_thread = (matrices * (self.tblock * cc + pad)
+                                   + matrices * (self.tblock * self.KB + pad))
 
     def packed_input_size(self):
         return self.N * self.G * self.ncb * self.Hp * self.Wp * self.block
@@ -182,26 +185,35 @@ class WinogradConvolution:
                              ((2 - pt, 2 - pb), (2 - pl, 2 - pr)), g.dtype)
         assert (self._fwd.OH, self._fwd.OW) == (g.OH, g.OW)
         assert (self._bwd.OH, self._bwd.OW) == (g.H, g.W)
-        # Backward-weight: a job (split, group, input-channel chunk, output-channel chunk)
-        # walks its tile blocks once; one input transform per tile block serves all of the
-        # chunk's output-channel blocks, and its partial sums (kchunk x 16 x cc x KB) and
-        # transformed tiles stay within ~1 MiB of L2 together.  Above 128 channels, chunks of
-        # 112 (8 full 14-row GEMM tiles, 7 vectors) keep two output blocks per job.
+        # Backward-weight: a job (split, group, input-channel chunk, output-channel chunk,
+        # half of the 16 matrices) walks its tile blocks once; one input transform per tile
+        # block serves all of the chunk's output-channel blocks, and its partial sums
+        # (kchunk x matrices x cc x KB) and transformed tiles stay within ~1 MiB of L2
+        # together.  Above 128 channels, chunks of 112 (8 full 14-row GEMM tiles, 7 vectors)
+        # keep two output blocks per job.  When the output channels do not fit one chunk,
+        # jobs take half of the matrices: the two halves of an input transform cost about one
+        # whole transform, where another output chunk would repeat it.
         vl = kernels.VECTOR_LENGTH[g.dtype.name]
         Cp = _padded_channels(g.Cg, vl)
         cc = Cp if Cp <= 128 else 112
+        Kb = -(-g.Kg // (2 * vl))
         p_block = 16 * cc * 2 * vl * g.dtype.itemsize
-        kchunk = max(1, min(-(-g.Kg // (2 * vl)), _WEIGHT_L2_BYTES // 2 // p_block))
+        self._parts = 1
+        if _WEIGHT_L2_BYTES // 2 // p_block < Kb:
+            self._parts = 2
+            p_block //= 2
+        kchunk = max(1, min(Kb, _WEIGHT_L2_BYTES // 2 // p_block))
         # With one block the tiles take the whole budget: longer reductions per load and
         # store of the partial sums.
         tile_bytes = (_WEIGHT_L2_BYTES if kchunk == 1
                       else max(_WEIGHT_L2_BYTES - kchunk * p_block, _WEIGHT_L2_BYTES // 2))
         self._wgt = _Problem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype,
-                             tile_bytes=tile_bytes, min_blocks=1, tile_channels=cc)
+                             tile_bytes=tile_bytes, min_blocks=1, tile_channels=cc,
+                             matrices=16 // self._parts, budget_extra=2 * vl)
         p = self._wgt
         self._kchunk = kchunk
         self._cchunk = cc // p.block
-        jobs = g.groups * -(-p.Kb // kchunk) * -(-p.ncb // self._cchunk)
+        jobs = g.groups * -(-p.Kb // kchunk) * -(-p.ncb // self._cchunk) * self._parts
         blocks = -(-(g.N * p.tH * p.tW) // p.tblock)
         psize = g.groups * p.Kb * 16 * p.Cp * p.KB * g.dtype.itemsize
         # A fixed number of splits (never the thread count): deterministic partial sums.
@@ -258,8 +270,8 @@ class WinogradConvolution:
             scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
             run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
             run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
-                p.tW, p.tblock, self._splits, self._kchunk, self._cchunk, scratch, partial,
-                nthreads)
+                p.tW, p.tblock, self._splits, self._kchunk, self._cchunk, self._parts, scratch,
+                partial, nthreads)
             # Sum the splits in a fixed order, then dg = G^T P G.
             grad = np.empty((g.K, g.Cg, 3, 3), dt)
             getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, self._splits, g.groups,

@@ -175,6 +175,31 @@ def test_backward_weight_is_deterministic_across_thread_counts():
     assert all(np.array_equal(dws[0], d) for d in dws[1:])
 
 
+@pytest.mark.parametrize("l2_bytes", [1 << 20, 96 << 10, 24 << 10, 4 << 10])
+@pytest.mark.parametrize("C, K, groups, dtype", [
+    (40, 72, 1, np.float32),     # vector input transform, partial output block
+    (20, 136, 1, np.float32),    # scalar input transform (few channels), many output blocks
+    (34, 66, 2, np.float64),     # groups, double vectors
+])
+def test_backward_weight_job_layouts_match_reference(monkeypatch, l2_bytes, C, K, groups,
+                                                     dtype):
+    # The L2 budget decides how backward-weight splits its work: halves of the 16 matrices,
+    # output-channel chunks, tile blocks and splits.  Shrinking it drives small shapes
+    # through every layout the big layers use.
+    from cconv import _winograd
+    monkeypatch.setattr(_winograd, "_WEIGHT_L2_BYTES", l2_bytes)
+    geom = make_geometry((3, C, 9, 11), (K, C // groups, 3, 3), padding=((1, 2), (0, 1)),
+                         groups=groups, dtype=dtype)
+    impl = WinogradConvolution(geom)
+    if l2_bytes <= 24 << 10:
+        assert impl._parts == 2        # the halves are exercised
+    rng = np.random.default_rng(l2_bytes + C)
+    x = rng.standard_normal((3, C, 9, 11)).astype(dtype)
+    dy = rng.standard_normal((3, K, geom.OH, geom.OW)).astype(dtype)
+    dw = impl.backward_weight(dy, x, 2)
+    assert rel_err(dw, ref_backward_weight(dy, x, geom.pads, groups)) <= TOL[dtype]
+
+
 @pytest.mark.parametrize("kw, reason", [
     (dict(w_shape=(4, 3, 5, 5)), "3x3 kernel, got 5x5"),
     (dict(w_shape=(4, 3, 1, 3)), "3x3 kernel, got 1x3"),
