@@ -86,10 +86,12 @@ class _Problem:
         # tile_bytes (backward-weight's transformed dy of one output block).
         total = N * self.tH * self.tW
         cc = self.Cp if tile_channels is None else tile_channels
-        per_rows = matrices * rows * (cc + budget_extra) * dtype.itemsize
-        self.tblock = rows * max(1, min(16, tile_bytes // per_rows, total // (rows * min_blocks)))
         pad = kernels.MATRIX_PAD[dtype.name]
-        self.scratch_per_thread = (matrices * (self.tblock * cc + pad)
+        # Backward-weight pads each transformed tile row by 64 bytes (see its kernel).
+        row = cc if tile_channels is None else cc + pad
+        per_rows = matrices * rows * (row + budget_extra) * dtype.itemsize
+        self.tblock = rows * max(1, min(16, tile_bytes // per_rows, total // (rows * min_blocks)))
+        self.scratch_per_thread = (matrices * (self.tblock * row + pad)
                                    + matrices * (self.tblock * self.KB + pad))
 
     def packed_input_size(self):
