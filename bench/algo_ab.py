@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""A/B two cconv algorithms on one convolution: many interleaved calls, min and median.
+"""A/B cconv algorithms (and PyTorch) on one convolution: many interleaved calls, min and median.
 
     python bench/algo_ab.py --shape 8,128,28,28 --op backward_weight --threads 2
+    python bench/algo_ab.py --shape 8,256,14,14 --algos direct,winograd,torch
 
 The suite (``python -m cconv bench``) reports medians of a few calls interleaved with
 PyTorch; on a shared, noisy machine the minimum of many interleaved calls of just the two
@@ -28,7 +29,8 @@ def main(argv=None):
     ap.add_argument("--shape", default="8,128,28,28", help="N,C,H,W (K = C, 3x3, padding 1)")
     ap.add_argument("--op", default="forward",
                     choices=["forward", "backward_data", "backward_weight"])
-    ap.add_argument("--algos", default="direct,winograd")
+    ap.add_argument("--algos", default="direct,winograd",
+                    help="cconv algorithms, and 'torch' for PyTorch on the same arrays")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=25)
     args = ap.parse_args(argv)
@@ -43,15 +45,21 @@ def main(argv=None):
         "backward_data": lambda a: cconv.conv2d_backward_data(dy, w, x.shape, algo=a, **kw),
         "backward_weight": lambda a: cconv.conv2d_backward_weight(dy, x, w.shape, algo=a, **kw),
     }
-    call = calls[args.op]
     algos = args.algos.split(",")
+    contenders = {a: (lambda a=a: calls[args.op](a)) for a in algos if a != "torch"}
+    if "torch" in algos:
+        import torch
+        from cconv.benchmarks import Layer, _torch_fn
+        torch.set_num_threads(args.threads or cconv.get_num_threads())
+        layer = Layer("ab", n, c, c, h, w_, 3, 3, 1, 1, 1, 1)
+        contenders["torch"] = _torch_fn(torch, layer, args.op, x, w, dy)
     times = {a: [] for a in algos}
     for a in algos:
-        call(a)  # warm-up: schedules, pools, threads
+        contenders[a]()  # warm-up: schedules, pools, threads
     for _ in range(args.repeats):
         for a in algos:
             t = time.perf_counter()
-            call(a)
+            contenders[a]()
             times[a].append(time.perf_counter() - t)
     base = algos[0]
     for a in algos:
