@@ -200,6 +200,42 @@ def test_backward_weight_job_layouts_match_reference(monkeypatch, l2_bytes, C, K
     assert rel_err(dw, ref_backward_weight(dy, x, geom.pads, groups)) <= TOL[dtype]
 
 
+@pytest.mark.parametrize("tile_bytes", [1 << 20, 16 << 10])
+@pytest.mark.parametrize("C, K, groups, dtype", [
+    (40, 72, 1, np.float32),
+    (20, 136, 1, np.float32),
+    (34, 66, 2, np.float64),
+])
+def test_forward_output_channel_chunks_match_reference(monkeypatch, tile_bytes, C, K, groups,
+                                                       dtype):
+    # Above _BIG_FILTER_BYTES of transformed filter, forward (and backward-data) jobs are
+    # (tile block, chunk of output-channel blocks); a zero threshold sends small shapes
+    # through that layout.
+    from cconv import _winograd
+    monkeypatch.setattr(_winograd, "_BIG_FILTER_BYTES", 0)
+    monkeypatch.setattr(_winograd, "_BIG_TILE_BYTES", tile_bytes)
+    pads = ((2, 0), (1, 1))
+    geom = make_geometry((3, C, 9, 11), (K, C // groups, 3, 3), padding=pads, groups=groups,
+                         dtype=dtype)
+    impl = WinogradConvolution(geom)
+    if tile_bytes == 1 << 20:      # one tile block: chunks of output channels make the jobs
+        assert impl._fwd.kchunk < impl._fwd.Kb
+    else:                          # several (big) tile blocks
+        assert impl._fwd.tblock < 3 * geom.OH * geom.OW // 4
+    rng = np.random.default_rng(tile_bytes + C)
+    x = rng.standard_normal((3, C, 9, 11)).astype(dtype)
+    w = rng.standard_normal((K, C // groups, 3, 3)).astype(dtype)
+    b = rng.standard_normal(K).astype(dtype)
+    y = np.empty((3, K, geom.OH, geom.OW), dtype)
+    impl.forward(x, w, b, y, 1.0, 0.0, 2)
+    y_ref = ref_forward(x, w, pads, groups) + b[None, :, None, None]
+    assert rel_err(y, y_ref) <= TOL[dtype]
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    dx = np.empty_like(x)
+    impl.backward_data(dy, w, dx, 1.0, 0.0, 2)
+    assert rel_err(dx, ref_backward_data(dy, w, x.shape, pads, groups)) <= TOL[dtype]
+
+
 @pytest.mark.parametrize("kw, reason", [
     (dict(w_shape=(4, 3, 5, 5)), "3x3 kernel, got 5x5"),
     (dict(w_shape=(4, 3, 1, 3)), "3x3 kernel, got 1x3"),
