@@ -385,9 +385,11 @@ def _rel_err(a, ref):
     return float(np.max(np.abs(a - ref))) / scale if ref.size else 0.0
 
 
-def _time_case(contenders, warmup, repeats, timer):
+def _time_case(contenders, warmup, repeats, timer, min_time=0.0, max_repeats=200):
     """Warm up, then interleave `repeats` timed calls of every contender.
 
+    More rounds follow (up to `max_repeats`) until every contender has spent `min_time`
+    seconds in timed calls: a median of a few fast calls swings with a noisy machine.
     `contenders` maps a label to a zero-argument callable.  Returns
     ``(times, outputs, errors)``: lists of seconds per label, the warm-up
     result per label, and the ValueError message of labels that do not
@@ -406,8 +408,10 @@ def _time_case(contenders, warmup, repeats, timer):
             continue
         live.append(label)
     times = {label: [] for label in live}
-    for i in range(repeats):
-        k = i % len(live) if live else 0
+    i = 0
+    while live and (i < repeats or (i < max_repeats
+                                    and min(sum(t) for t in times.values()) < min_time)):
+        k = i % len(live)
         order = live[k:] + live[:k]  # rotate who goes first
         if i % 2:
             order = order[::-1]
@@ -416,6 +420,7 @@ def _time_case(contenders, warmup, repeats, timer):
             t0 = timer()
             fn()
             times[label].append(timer() - t0)
+        i += 1
     return times, outputs, errors
 
 
@@ -440,6 +445,7 @@ def run_suite(
     threads=None,
     repeats=5,
     warmup=1,
+    min_time=0.0,
     dtype="float32",
     quick=False,
     full=False,
@@ -471,6 +477,10 @@ def run_suite(
         Timed calls per contender; the median is reported.  Default 5.
     warmup : int, optional
         Untimed calls per contender before timing.  Default 1.
+    min_time : float, optional
+        Seconds of timed calls each contender gets at least: rounds continue past
+        ``repeats`` (up to 200) until then.  Default 0 (``repeats`` rounds exactly);
+        the command line uses 0.5.
     dtype : {"float32", "float64"}, optional
         Data type of all arrays.
     quick : bool, optional
@@ -513,10 +523,13 @@ def run_suite(
     warmup = int(warmup)
     if repeats < 1:
         raise ValueError("repeats: must be >= 1, got %d" % repeats)
+    min_time = float(min_time)
+    if not min_time >= 0:
+        raise ValueError("min_time: must be >= 0, got %r" % min_time)
     if warmup < 0:
         raise ValueError("warmup: must be >= 0, got %d" % warmup)
     if quick:
-        repeats = min(repeats, 2)
+        repeats, min_time = min(repeats, 2), 0.0
     if threads is None:
         threads = int(cconv.get_num_threads())
     else:
@@ -545,6 +558,7 @@ def run_suite(
         "passes": pass_list,
         "algos": algo_list,
         "repeats": repeats,
+        "min_time": min_time,
         "warmup": warmup,
         "quick": bool(quick),
         "full": bool(full),
@@ -580,7 +594,7 @@ def run_suite(
                 contenders["cconv:" + a] = _cconv_fn(layer, pss, a, x, w, gy, threads)
             if tmod is not None:
                 contenders["torch"] = _torch_fn(tmod, layer, pss, x, w, gy)
-            times, outputs, errors = _time_case(contenders, warmup, repeats, timer)
+            times, outputs, errors = _time_case(contenders, warmup, repeats, timer, min_time)
 
             if tmod is not None:
                 if "torch" in times:
@@ -699,8 +713,11 @@ def format_markdown(result):
             "; cconv SIMD %s, OpenMP %s" % (m["cconv_config"].get("simd", "?"),
                                            m["cconv_config"].get("openmp", "?"))
             if m.get("cconv_config") else ""),
-        "- dtype %s, NCHW; median of %d timed calls after %d warm-up, contenders interleaved; %s"
-        % (m["dtype"], m["repeats"], m["warmup"], m["timer"]),
+        "- dtype %s, NCHW; median of %d timed calls%s after %d warm-up, contenders "
+        "interleaved; %s"
+        % (m["dtype"], m["repeats"],
+           " or more (at least %g s per contender)" % m["min_time"] if m.get("min_time") else "",
+           m["warmup"], m["timer"]),
         "- GFLOP/s = %s / median time; ratio = cconv / torch GFLOP/s (> 1: cconv faster)"
         % m["flops_formula"],
     ]
@@ -783,6 +800,10 @@ def add_bench_arguments(parser):
                         help="timed calls per contender, median reported (default 5)")
     parser.add_argument("--warmup", type=int, default=1,
                         help="untimed warm-up calls per contender (default 1)")
+    parser.add_argument("--min-time", type=float, default=0.5, metavar="SECONDS",
+                        help="keep timing rounds (beyond --repeats, at most 200) until each "
+                             "contender has run this long (default 0.5; 0 for exactly "
+                             "--repeats)")
     parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
                         help="data type (default float32)")
     parser.add_argument("--quick", action="store_true",
@@ -863,6 +884,8 @@ def run_from_args(args, parser=None):
                 raise ValueError("--%s: must be >= 1, got %d" % (name, v))
         if args.warmup < 0:
             raise ValueError("--warmup: must be >= 0, got %d" % args.warmup)
+        if not args.min_time >= 0:
+            raise ValueError("--min-time: must be >= 0, got %r" % args.min_time)
     except ValueError as exc:
         if parser is None:
             raise
@@ -875,6 +898,7 @@ def run_from_args(args, parser=None):
         threads=args.threads,
         repeats=args.repeats,
         warmup=args.warmup,
+        min_time=args.min_time,
         dtype=args.dtype,
         quick=args.quick,
         full=args.full,

@@ -21,14 +21,14 @@ def test_cli_parses_every_bench_option():
     args = build_main_parser().parse_args([
         "bench", "--layers", "res3,vgg", "--passes", "forward,backward_weight",
         "--algos", "direct,winograd", "--threads", "2", "--repeats", "7", "--warmup", "2",
-        "--dtype", "float64", "--quick", "--full", "--no-torch", "--no-check",
+        "--min-time", "0.25", "--dtype", "float64", "--quick", "--full", "--no-torch", "--no-check",
         "--json", "out.json", "--quiet",
     ])
     assert args.command == "bench"
     assert args.layers == "res3,vgg"
     assert args.passes == "forward,backward_weight"
     assert args.algos == "direct,winograd"
-    assert (args.threads, args.repeats, args.warmup) == (2, 7, 2)
+    assert (args.threads, args.repeats, args.warmup, args.min_time) == (2, 7, 2, 0.25)
     assert args.dtype == "float64"
     assert args.quick and args.full and args.no_torch and args.no_check and args.quiet
     assert args.json == "out.json"
@@ -38,6 +38,7 @@ def test_cli_parses_every_bench_option():
     assert args.quick and args.passes == "backward"
     defaults = benchmarks.build_parser().parse_args([])
     assert defaults.algos == "auto" and defaults.repeats == 5 and defaults.dtype == "float32"
+    assert defaults.min_time == 0.5
 
 
 def test_cli_help_and_bad_options(capsys):
@@ -139,6 +140,23 @@ def test_gflops_uses_the_median_of_the_timer():
     assert row["cconv"]["times_s"] == [0.5, 2.0, 0.25]
     assert row["cconv"]["median_s"] == 0.5
     assert row["cconv"]["gflops"] == pytest.approx(benchmarks.conv_flops(TINY) / 0.5 / 1e9)
+
+
+def test_min_time_adds_rounds_until_each_contender_ran_that_long():
+    # Every timed call lasts 0.1 s on this clock: 2 repeats give 0.2 s, min_time 0.35
+    # needs 4 calls; a huge min_time stops at the 200-round cap.
+    clock = iter(0.1 * i for i in range(10000))
+    res = benchmarks.run_suite(layers=[TINY], passes="forward", repeats=2, warmup=1,
+                               torch=False, min_time=0.35, timer=lambda: next(clock))
+    (row,) = res["results"]
+    assert len(row["cconv"]["times_s"]) == 4 and res["meta"]["min_time"] == 0.35
+    clock = iter(0.1 * i for i in range(10000))
+    res = benchmarks.run_suite(layers=[TINY], passes="forward", repeats=2, warmup=1,
+                               torch=False, min_time=1e9, timer=lambda: next(clock))
+    assert len(res["results"][0]["cconv"]["times_s"]) == 200
+    assert "at least 1e+09 s per contender" in benchmarks.format_markdown(res)
+    with pytest.raises(ValueError, match="min_time"):
+        benchmarks.run_suite(layers=[TINY], passes="forward", min_time=-1, torch=False)
 
 
 def test_algo_the_shape_cannot_use_is_reported_na():
