@@ -77,12 +77,12 @@ def heuristic(geom, op):
     channels), and for backward-weight with at least 64 channels per group.
     Measured against the direct kernel (``python -m cconv bench --algos direct,winograd``,
     2 threads, N=8 unless noted; ``find_algorithms`` for the small cases):
-    forward / backward-data 1.3-1.5x at 32 channels 56x56, 1.4-1.5x on res2 56x56,
-    1.7x on res3 28x28, 1.6-1.7x on res4 14x14, 1.3x on res5 7x7 (512 channels), 2.0-2.4x
-    on vgg16 56x56, 1.3-1.5x at batch 1 (28x28, 14x14); but 1.0x at 16 channels and
-    0.94-1.1x at 32 channels 7x7.  Backward-weight 1.2-1.7x from 64 channels (1.04x at
-    64 channels 28x28), 0.6-0.7x at 16-32 channels.  Depthwise (one channel per group)
-    ~0.05x: never chosen.
+    forward / backward-data 1.3-1.5x at 32 channels 56x56, 1.3-1.7x on res2 56x56,
+    1.6-1.8x on res3 28x28, 1.65-1.8x on res4 14x14, 1.35-1.6x on res5 7x7 (512 channels),
+    1.9-2.25x on vgg16 56x56, 1.2-1.6x at batch 1 (28x28, 14x14); but 1.0x at 16 channels
+    and 0.94-1.1x at 32 channels 7x7.  Backward-weight 1.4-2.3x from 64 channels (1.04x
+    at 64 channels 28x28, measured before the last backward-weight changes), 0.6-0.7x at
+    16-32 channels.  Depthwise (one channel per group) ~0.05x: never chosen.
     """
     candidates = usable(geom, op)
     if "winograd" in candidates:
