@@ -74,21 +74,27 @@ def heuristic(geom, op):
 
     Winograd (3x3 stride-1 dilation-1 layers) for forward and backward-data with at least
     32 input and output channels per group and 14x14 output pixels per image (7x7 from 128
-    channels), and for backward-weight with at least 64 channels per group.
+    channels), and for backward-weight with at least 64 channels per group, 32 with at
+    least 1024 output pixels over the batch, or 16 with at least 4096.
     Measured against the direct kernel (``python -m cconv bench --algos direct,winograd``,
     2 threads, N=8 unless noted; ``find_algorithms`` for the small cases):
     forward / backward-data 1.3-1.5x at 32 channels 56x56, 1.3-1.7x on res2 56x56,
     1.6-1.8x on res3 28x28, 1.65-1.8x on res4 14x14, 1.35-1.6x on res5 7x7 (512 channels),
     1.9-2.25x on vgg16 56x56, 1.2-1.6x at batch 1 (28x28, 14x14); but 1.0x at 16 channels
-    and 0.94-1.1x at 32 channels 7x7.  Backward-weight 1.4-2.3x from 64 channels (1.04x
-    at 64 channels 28x28, measured before the last backward-weight changes), 0.6-0.7x at
-    16-32 channels.  Depthwise (one channel per group) ~0.05x: never chosen.
+    and 0.94-1.1x at 32 channels 7x7.  Backward-weight 1.4-2.3x from 64 channels (1.5x at
+    batch 1 7x7); ``bench/algo_ab.py --op backward_weight`` (median of 25, C = K):
+    1.9x at 64 channels 8x28x28, 1.5-1.7x at 32 channels (2x28x28 to 8x56x56) but 0.93-0.95x
+    at 1x7x7 and 1x14x14, 1.3-1.4x at 16 channels with 2x56x56 to 8x28x28 but 0.86-0.89x at
+    8x7x7 and 1x14x14, 0.54x at 4-8 channels, 0.33x at 3 channels.  Depthwise (one channel
+    per group) ~0.05x: never chosen.
     """
     candidates = usable(geom, op)
     if "winograd" in candidates:
         channels, pixels = min(geom.Cg, geom.Kg), geom.OH * geom.OW
         if op == "backward_weight":
-            if channels >= 64:
+            batch_pixels = geom.N * pixels
+            if (channels >= 64 or (channels >= 32 and batch_pixels >= 1024)
+                    or (channels >= 16 and batch_pixels >= 4096)):
                 return "winograd"
         elif channels >= 32 and (pixels >= 14 * 14 or (channels >= 128 and pixels >= 7 * 7)):
             return "winograd"

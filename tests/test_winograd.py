@@ -287,10 +287,14 @@ def test_auto_prefers_winograd_only_where_measured_faster():
     assert _dispatch.heuristic(res5, "forward") == "winograd"
     few_tiles = make_geometry((8, 32, 7, 7), (32, 32, 3, 3), padding=1)  # 0.94x
     assert _dispatch.heuristic(few_tiles, "forward") == "direct"
-    narrow = make_geometry((8, 32, 56, 56), (32, 32, 3, 3), padding=1)  # 1.3x / 0.7x
+    narrow = make_geometry((8, 32, 56, 56), (32, 32, 3, 3), padding=1)  # 1.3x / 1.7x
     assert _dispatch.heuristic(narrow, "forward") == "winograd"
-    assert _dispatch.heuristic(narrow, "backward_weight") == "direct"
-    assert _dispatch.heuristic(small, "backward_weight") == "direct"
+    assert _dispatch.heuristic(narrow, "backward_weight") == "winograd"
+    assert _dispatch.heuristic(small, "backward_weight") == "winograd"  # 16 ch 8x28x28: 1.3x
+    tiny = make_geometry((1, 32, 14, 14), (32, 32, 3, 3), padding=1)  # 0.95x
+    assert _dispatch.heuristic(tiny, "backward_weight") == "direct"
+    few = make_geometry((8, 8, 56, 56), (8, 8, 3, 3), padding=1)  # 0.54x
+    assert _dispatch.heuristic(few, "backward_weight") == "direct"
     depthwise = make_geometry((8, 144, 56, 56), (144, 1, 3, 3), padding=1, groups=144)
     assert _dispatch.heuristic(depthwise, "forward") == "direct"
     batch1 = make_geometry((1, 256, 14, 14), (256, 256, 3, 3), padding=1)  # measured 1.3x
