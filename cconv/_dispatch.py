@@ -73,7 +73,7 @@ def heuristic(geom, op):
     """The algorithm ``"auto"`` picks: the first usable one in preference order, except:
 
     Winograd (3x3 stride-1 dilation-1 layers) for forward and backward-data with at least
-    32 input and output channels per group and 14x14 output pixels per image (7x7 from 128
+    32 input and output channels per group and 14x14 output pixels per image (7x7 from 64
     channels), and for backward-weight with at least 64 channels per group, 32 with at
     least 1024 output pixels over the batch, or 16 with at least 4096.
     Measured against the direct kernel (``python -m cconv bench --algos direct,winograd``,
@@ -81,7 +81,8 @@ def heuristic(geom, op):
     forward / backward-data 1.3-1.5x at 32 channels 56x56, 1.3-1.7x on res2 56x56,
     1.6-1.8x on res3 28x28, 1.65-1.8x on res4 14x14, 1.35-1.6x on res5 7x7 (512 channels),
     1.9-2.25x on vgg16 56x56, 1.2-1.6x at batch 1 (28x28, 14x14); but 1.0x at 16 channels
-    and 0.94-1.1x at 32 channels 7x7.  Backward-weight 1.4-2.3x from 64 channels (1.5x at
+    and 0.94-1.1x at 32 channels 7x7; at 7x7 ``bench/algo_ab.py`` (median of 25) measured
+    1.2-1.5x at 64 channels (batch 8) and 1.02-1.1x at 64-128 channels (batch 1).  Backward-weight 1.4-2.3x from 64 channels (1.5x at
     batch 1 7x7); ``bench/algo_ab.py --op backward_weight`` (median of 25, C = K):
     1.9x at 64 channels 8x28x28, 1.5-1.7x at 32 channels (2x28x28 to 8x56x56) but 0.93-0.95x
     at 1x7x7 and 1x14x14, 1.3-1.4x at 16 channels with 2x56x56 to 8x28x28 but 0.86-0.89x at
@@ -96,7 +97,7 @@ def heuristic(geom, op):
             if (channels >= 64 or (channels >= 32 and batch_pixels >= 1024)
                     or (channels >= 16 and batch_pixels >= 4096)):
                 return "winograd"
-        elif channels >= 32 and (pixels >= 14 * 14 or (channels >= 128 and pixels >= 7 * 7)):
+        elif channels >= 32 and (pixels >= 14 * 14 or (channels >= 64 and pixels >= 7 * 7)):
             return "winograd"
     return candidates[0]
 

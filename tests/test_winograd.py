@@ -287,6 +287,9 @@ def test_auto_prefers_winograd_only_where_measured_faster():
     assert _dispatch.heuristic(res5, "forward") == "winograd"
     few_tiles = make_geometry((8, 32, 7, 7), (32, 32, 3, 3), padding=1)  # 0.94x
     assert _dispatch.heuristic(few_tiles, "forward") == "direct"
+    mid = make_geometry((8, 64, 7, 7), (64, 64, 3, 3), padding=1)  # 1.2x, bwd-data 1.45x
+    assert _dispatch.heuristic(mid, "forward") == "winograd"
+    assert _dispatch.heuristic(mid, "backward_data") == "winograd"
     narrow = make_geometry((8, 32, 56, 56), (32, 32, 3, 3), padding=1)  # 1.3x / 1.7x
     assert _dispatch.heuristic(narrow, "forward") == "winograd"
     assert _dispatch.heuristic(narrow, "backward_weight") == "winograd"
