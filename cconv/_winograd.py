@@ -99,7 +99,7 @@ class _Problem:
         # the whole transformed filter U; when U is far larger than the L2 cache (512
         # channels: 16 MiB per group) that traffic dominates, so blocks grow to a bigger
         # budget (fewer passes over U) and output-channel chunks restore the job count.
-        # Measured at 2 threads: vgg16.conv4_2 forward 117-124 -> 89-92 ms, res5 15.3 ->
+        # Measured at 2 threads: vgg16.conv4_2 forward 116-124 -> 89-92 ms, res5 15.3 ->
         # 12.9 ms; at 256 channels (U = 4 MiB) bigger blocks were slower (res4 6.5 -> 7.0).
         self.kchunk = self.Kb
         u_group = 16 * self.Cp * self.Kb * self.KB * dtype.itemsize
@@ -118,6 +118,14 @@ class _Problem:
 
     def filter_size(self):
         return self.G * self.Kb * 16 * self.Cp * self.KB
+
+    # Backward-weight's operands: dy packed in blocks of KB output channels, and the 16
+    # transformed-gradient matrices of one split (the same shape as the transformed filter).
+    def packed_grad_size(self):
+        return self.N * self.G * self.Kb * 2 * self.tH * 2 * self.tW * self.KB
+
+    def partial_size(self):
+        return self.filter_size()
 
     def pack_input(self, x, nthreads, ws):
         """The zero-padded blocked input, or None if ``x`` holds a NaN or an infinity."""
@@ -237,7 +245,7 @@ class WinogradConvolution:
         self._cchunk = cc // p.block
         jobs = g.groups * -(-p.Kb // kchunk) * -(-p.ncb // self._cchunk) * self._parts
         blocks = -(-(g.N * p.tH * p.tW) // p.tblock)
-        psize = g.groups * p.Kb * 16 * p.Cp * p.KB * g.dtype.itemsize
+        psize = p.partial_size() * g.dtype.itemsize
         # A fixed number of splits (never the thread count): deterministic partial sums.
         self._splits = max(1, min(-(-8 // jobs), blocks, _PARTIAL_BYTES // psize))
 
@@ -253,9 +261,8 @@ class WinogradConvolution:
         if op == "backward_data":
             return int(self._bwd.workspace_bytes(nt))
         p = self._wgt
-        packed_dy = g.N * g.groups * p.Kb * 2 * p.tH * 2 * p.tW * p.KB
-        partial = self._splits * g.groups * p.Kb * 16 * p.Cp * p.KB
-        items = p.packed_input_size() + packed_dy + partial + nt * p.scratch_per_thread
+        items = (p.packed_input_size() + p.packed_grad_size() + self._splits * p.partial_size()
+                 + nt * p.scratch_per_thread)
         return int(items * g.dtype.itemsize)
 
     def prepare_weight(self, w, nthreads):
@@ -284,11 +291,11 @@ class WinogradConvolution:
         dt = g.dtype
         with _workspace.scope() as ws:
             packed_x = p.pack_input(x, nthreads, ws)
-            packed_dy = ws.empty(g.N * g.groups * p.Kb * 2 * p.tH * 2 * p.tW * p.KB, dt)
+            packed_dy = ws.empty(p.packed_grad_size(), dt)
             if packed_x is None or _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1,
                                                       p.KB, 0, 0, 2 * p.tH, 2 * p.tW, nthreads):
                 return self._direct().backward_weight(dy, x, nthreads)
-            partial = ws.empty(self._splits * g.groups * p.Kb * 16 * p.Cp * p.KB, dt)
+            partial = ws.empty(self._splits * p.partial_size(), dt)
             scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
             run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
             run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
