@@ -504,10 +504,16 @@ def _nan_geometry(geom):
     return xs, ws, kw, kw.get("groups", 1), stride, dil, pt, pl, oh, ow
 
 
-@pytest.mark.parametrize("algo", _algo_params())
-@pytest.mark.parametrize("special", sorted(SPECIALS))
-@pytest.mark.parametrize("geom", sorted(NAN_GEOMS))
-@pytest.mark.parametrize("dtype", [F32, np.float64])
+def _nan_cases(test):
+    """Run ``test(geom, special, dtype, algo)`` over every NaN geometry, special value,
+    dtype and algorithm."""
+    for name, values in (("dtype", [F32, np.float64]), ("geom", sorted(NAN_GEOMS)),
+                         ("special", sorted(SPECIALS)), ("algo", _algo_params())):
+        test = pytest.mark.parametrize(name, values)(test)
+    return test
+
+
+@_nan_cases
 def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
     _ALGO["algo"] = algo
     xs, ws, kw, g, stride, dil, pt, pl, oh, ow = _nan_geometry(geom)
@@ -543,10 +549,7 @@ def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
         _same_specials(dw, ref_dw, f"backward_weight algo={algo}")
 
 
-@pytest.mark.parametrize("algo", _algo_params())
-@pytest.mark.parametrize("special", sorted(SPECIALS))
-@pytest.mark.parametrize("geom", sorted(NAN_GEOMS))
-@pytest.mark.parametrize("dtype", [F32, np.float64])
+@_nan_cases
 def test_nonfinite_weight_propagates_like_reference(geom, special, dtype, algo):
     # Forward multiplies the zero padding too (0 * Inf = NaN at the borders, as PyTorch);
     # backward-data is the scatter of grad_out * w over existing outputs only, so inputs

@@ -175,12 +175,16 @@ def test_backward_weight_is_deterministic_across_thread_counts():
     assert all(np.array_equal(dws[0], d) for d in dws[1:])
 
 
-@pytest.mark.parametrize("l2_bytes", [1 << 20, 96 << 10, 24 << 10, 4 << 10])
-@pytest.mark.parametrize("C, K, groups, dtype", [
+# Small shapes that the job-layout tests below drive through the big layers' code paths.
+_JOB_LAYOUT_SHAPES = [
     (40, 72, 1, np.float32),     # vector input transform, partial output block
     (20, 136, 1, np.float32),    # scalar input transform (few channels), many output blocks
     (34, 66, 2, np.float64),     # groups, double vectors
-])
+]
+
+
+@pytest.mark.parametrize("l2_bytes", [1 << 20, 96 << 10, 24 << 10, 4 << 10])
+@pytest.mark.parametrize("C, K, groups, dtype", _JOB_LAYOUT_SHAPES)
 def test_backward_weight_job_layouts_match_reference(monkeypatch, l2_bytes, C, K, groups,
                                                      dtype):
     # The L2 budget decides how backward-weight splits its work: halves of the 16 matrices,
@@ -204,11 +208,7 @@ def test_backward_weight_job_layouts_match_reference(monkeypatch, l2_bytes, C, K
 
 
 @pytest.mark.parametrize("tile_bytes", [1 << 20, 16 << 10])
-@pytest.mark.parametrize("C, K, groups, dtype", [
-    (40, 72, 1, np.float32),
-    (20, 136, 1, np.float32),
-    (34, 66, 2, np.float64),
-])
+@pytest.mark.parametrize("C, K, groups, dtype", _JOB_LAYOUT_SHAPES)
 def test_forward_output_channel_chunks_match_reference(monkeypatch, tile_bytes, C, K, groups,
                                                        dtype):
     # Above _BIG_FILTER_BYTES of transformed filter, forward (and backward-data) jobs are
