@@ -5,8 +5,8 @@
     python bench/algo_ab.py --shape 8,256,14,14 --algos direct,winograd,torch
 
 The suite (``python -m cconv bench``) reports medians of a few calls interleaved with
-PyTorch; on a shared, noisy machine the minimum of many interleaved calls of just the two
-contenders is the steadier figure of what each can do.  Prints both.
+PyTorch; on a shared, noisy machine the minimum of many interleaved calls of just the
+contenders named here is the steadier figure of what each can do.  Prints both.
 """
 
 import argparse

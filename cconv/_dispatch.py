@@ -82,8 +82,9 @@ def heuristic(geom, op):
     1.6-1.8x on res3 28x28, 1.65-1.8x on res4 14x14, 1.35-1.6x on res5 7x7 (512 channels),
     1.9-2.25x on vgg16 56x56, 1.2-1.6x at batch 1 (28x28, 14x14); but 1.0x at 16 channels
     and 0.94-1.1x at 32 channels 7x7; at 7x7 ``bench/algo_ab.py`` (median of 25) measured
-    1.2-1.5x at 64 channels (batch 8) and 1.02-1.1x at 64-128 channels (batch 1).  Backward-weight 1.4-2.3x from 64 channels (1.5x at
-    batch 1 7x7); ``bench/algo_ab.py --op backward_weight`` (median of 25, C = K):
+    1.2-1.5x at 64 channels (batch 8) and 1.02-1.1x at 64-128 channels (batch 1).
+    Backward-weight 1.4-2.3x from 64 channels (1.5x at batch 1 7x7);
+    ``bench/algo_ab.py --op backward_weight`` (median of 25, C = K):
     1.9x at 64 channels 8x28x28, 1.5-1.7x at 32 channels (2x28x28 to 8x56x56) but 0.93-0.95x
     at 1x7x7 and 1x14x14, 1.3-1.4x at 16 channels with 2x56x56 to 8x28x28 but 0.86-0.89x at
     8x7x7 and 1x14x14, 0.54x at 4-8 channels, 0.33x at 3 channels.  Depthwise (one channel
