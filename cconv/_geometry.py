@@ -45,13 +45,11 @@ class ConvGeometry:
 
     @property
     def OH(self):
-        (top, bottom), _ = self.pads
-        return (self.H + top + bottom - self.dilation[0] * (self.R - 1) - 1) // self.stride[0] + 1
+        return conv_output_size(self.H, self.R, self.stride[0], self.dilation[0], *self.pads[0])
 
     @property
     def OW(self):
-        _, (left, right) = self.pads
-        return (self.W + left + right - self.dilation[1] * (self.S - 1) - 1) // self.stride[1] + 1
+        return conv_output_size(self.W, self.S, self.stride[1], self.dilation[1], *self.pads[1])
 
     @property
     def Cg(self):
@@ -84,6 +82,15 @@ class ConvGeometry:
         if self.weight_layout == "OIHW":
             return (self.K, self.Cg, self.R, self.S)
         return (self.R, self.S, self.Cg, self.K)
+
+
+def conv_output_size(size, kernel, stride, dilation, pad_begin, pad_end):
+    """Output length of a convolution along one axis (may be <= 0 for an impossible one).
+
+    ``floor((size + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride) + 1``: the
+    one formula every pass, adapter and benchmark uses.
+    """
+    return (size + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1
 
 
 def _to_layout(nchw, layout):
