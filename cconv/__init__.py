@@ -8,10 +8,15 @@ How a call flows::
 
     conv2d(x, w, ...)                       functional.py: the public functions
       -> make_geometry(...)                 _geometry.py: validate once -> ConvGeometry
-      -> _dispatch.select(geom, op, algo)   _dispatch.py: "auto" heuristic, "find" timing + cache
-      -> DirectConvolution(geom).forward    _direct.py: pack -> tile jobs -> unpack
-           -> _schedule.forward(geom)       _schedule.py: offset and job tables (NumPy, cached)
-           -> _tiles_<isa>.run_jobs_*       _kernels/_tiles.pyx.tp: OpenMP prange over register tiles
+      -> _dispatch.select(geom, op, algo)   _dispatch.py: "auto" heuristic, "find" (+ _find_cache)
+      -> _execute.forward(impl, ...)        _execute.py: operands to kernel views, result out
+      -> DirectConvolution.forward          algorithms/direct.py: pack -> tile jobs -> unpack
+           -> direct_schedule.forward       algorithms/direct_schedule.py: job tables (NumPy)
+           -> _tiles_<isa>.run_jobs_*       _kernels/_tiles.pyx.tp: OpenMP prange over tiles
+
+The algorithms (``cconv/algorithms/``: direct, winograd, gemm) share one contract
+(``algorithms/base.py``); each module sits beside its schedule.  Imports flow one way:
+functional / _plan -> _dispatch -> algorithms -> _kernels; nothing below imports upward.
 
 Why it is shaped like this: the direct kernels are register tiles (14 pixels x
 32 channels on AVX-512) that keep every accumulator in a vector register; the
@@ -22,10 +27,10 @@ SIMD level and the best one the CPU supports is loaded at import
 (``CCONV_SIMD`` overrides).
 """
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from ._config import show_config
-from ._dispatch import ALGORITHMS, AlgoResult
+from ._dispatch import AlgoResult
+from .algorithms import ALGORITHMS
 from ._plan import ConvPlan, PreparedWeight, find_algorithms, plan_conv2d
 from ._threads import get_num_threads, set_num_threads
 from .functional import (conv2d, conv2d_backward, conv2d_backward_bias, conv2d_backward_data,

@@ -8,6 +8,8 @@ import numpy as np
 from . import _simd
 from ._kernels import _runtime
 from ._threads import get_num_threads
+from ._version import __version__
+from .algorithms import ALGORITHMS
 
 
 def show_config(print_out=True):
@@ -24,7 +26,6 @@ def show_config(print_out=True):
         Keys: version, simd, simd_available, openmp, openmp_version, num_threads,
         build_flags, tile_rows, vector_length, python, numpy, platform.
     """
-    from . import __version__, ALGORITHMS
 
     info = {
         "version": __version__,

@@ -17,6 +17,8 @@ import numpy as np
 LAYOUTS = ("NCHW", "NHWC")
 WEIGHT_LAYOUTS = ("OIHW", "HWIO")
 PADDING_STRINGS = ("valid", "same", "same_upper", "same_lower")
+# What the fused backward functions can compute.
+NEEDS = ("data", "weight", "bias")
 _INT64_MAX = 2**63 - 1
 
 
@@ -91,6 +93,13 @@ def conv_output_size(size, kernel, stride, dilation, pad_begin, pad_end):
     one formula every pass, adapter and benchmark uses.
     """
     return (size + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def transpose_output_size(size, kernel, stride, dilation, pad_begin, pad_end):
+    """Output length of a transposed convolution along one axis, before output padding:
+    the largest input length of the convolution it transposes that gives ``size`` outputs
+    without a remainder, ``(size - 1) * stride - pads + dilation * (kernel - 1) + 1``."""
+    return (size - 1) * stride - pad_begin - pad_end + dilation * (kernel - 1) + 1
 
 
 def _to_layout(nchw, layout):
@@ -246,6 +255,16 @@ def check_shape4(shape, name):
     return shape
 
 
+def check_groups(groups):
+    """``groups`` as a positive int: TypeError if it is not an int, ValueError if < 1."""
+    if not _is_int(groups):
+        raise TypeError(f"groups must be an int, got {groups!r}")
+    groups = int(groups)
+    if groups < 1:
+        raise ValueError(f"groups must be positive, got {groups}")
+    return groups
+
+
 def _check_product(sizes, what):
     product = 1
     for v in sizes:
@@ -283,11 +302,7 @@ def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1
     w_shape = check_shape4(w_shape, w_name)
     N, C, H, W = _from_layout(x_shape, layout)
     K, Cg, R, S = _weight_oihw(w_shape, weight_layout)
-    if not _is_int(groups):
-        raise TypeError(f"groups must be an int, got {groups!r}")
-    groups = int(groups)
-    if groups < 1:
-        raise ValueError(f"groups must be positive, got {groups}")
+    groups = check_groups(groups)
     if C == 0 or H == 0 or W == 0:
         raise ValueError(f"{x_name} must have non-zero channels and spatial size, "
                          f"got shape {x_shape} ({layout})")
@@ -328,3 +343,115 @@ def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1
     _check_product((max(N, 1), C + 64, H + sum(pads[0]) + 1, W + sum(pads[1]) + 1, 4),
                    "the padded input buffer")
     return geom
+
+
+# -- the other arguments of a call ----------------------------------------------------------
+
+def check_scalars(alpha, beta):
+    """``alpha`` and ``beta`` as floats, or TypeError naming the one that is not real."""
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{name} must be a real number, got {value!r}")
+    return float(alpha), float(beta)
+
+
+def check_out(out, shape, dtype):
+    """``out`` if it can receive a result of ``shape`` and ``dtype``, else an error."""
+    if out is None:
+        return None
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy.ndarray, got {type(out).__name__}")
+    if out.shape != tuple(shape):
+        raise ValueError(f"out has shape {out.shape}, expected {tuple(shape)}")
+    if out.dtype != dtype:
+        raise TypeError(f"out has dtype {out.dtype}, expected {np.dtype(dtype)}")
+    if not out.flags.writeable:
+        raise ValueError("out is read-only")
+    return out
+
+
+def check_bias(bias, channels, dtype):
+    """``bias`` as a contiguous (channels,) array of ``dtype``, or None."""
+    if bias is None:
+        return None
+    b = as_float_array(bias, "bias")
+    if b.shape != (channels,):
+        raise ValueError(f"bias must have shape ({channels},), got {b.shape}")
+    return np.ascontiguousarray(b, dtype=dtype)
+
+
+def check_grad_out(grad_out, expected, layout, shape_name, shape):
+    """ValueError unless ``grad_out`` has the convolution output shape ``expected``."""
+    if grad_out.shape != tuple(expected):
+        raise ValueError(f"grad_out has shape {grad_out.shape} but {shape_name}={tuple(shape)} "
+                         f"gives a convolution output of shape {tuple(expected)} ({layout})")
+
+
+def check_need(need):
+    """The ``need`` keyword of the fused backward functions as a tuple of names."""
+    if isinstance(need, str):
+        need = (need,)
+    need = tuple(need)
+    for item in need:
+        if item not in NEEDS:
+            raise ValueError(f"need entries must be among {NEEDS}, got {item!r}")
+    return need
+
+
+def make_transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_padding, dilation,
+                        groups, layout, weight_layout, output_shape):
+    """The geometry of the convolution that ``conv_transpose2d`` transposes.
+
+    Returns ``(geom, extra)``: ``extra`` = (rows, cols) of zeros the transposed
+    conv's input lacks at the bottom/right when ``output_padding >= stride``.
+    """
+    check_choice(layout, "layout", LAYOUTS)
+    check_choice(weight_layout, "weight_layout", WEIGHT_LAYOUTS)
+    x_shape = check_shape4(x_shape, "x")
+    w_shape = check_shape4(w_shape, "weight")
+    N, Cin, H, W = _from_layout(x_shape, layout)
+    stride_p = normalize_pair(stride, "stride", minimum=1)
+    dilation_p = normalize_pair(dilation, "dilation", minimum=1)
+    pads = normalize_padding(padding, allow_same=False)
+    if weight_layout == "OIHW":
+        _, kg, R, S = w_shape
+    else:
+        R, S, kg, _ = w_shape
+    groups = check_groups(groups)
+    base = [transpose_output_size(size, k, s, d, lo, hi)
+            for size, s, (lo, hi), d, k in zip((H, W), stride_p, pads, dilation_p, (R, S))]
+    if output_shape is not None:
+        target = check_shape4(output_shape, "output_shape")
+        tn, tk, th, tw = _from_layout(target, layout)
+        if tn != N or tk != kg * groups:
+            raise ValueError(f"output_shape {tuple(target)} does not match batch {N} and "
+                             f"output channels {kg * groups}")
+        op = (th - base[0], tw - base[1])
+        name = "output_shape"
+    else:
+        op = normalize_pair(output_padding, "output_padding", minimum=0)
+        name = "output_padding"
+    for axis, value, s, d in zip(("height", "width"), op, stride_p, dilation_p):
+        if not 0 <= value < max(s, d):
+            raise ValueError(f"{name} implies output padding {value} along {axis}; it must be "
+                             f">= 0 and smaller than stride {s} or dilation {d}")
+    out_hw = [b + p for b, p in zip(base, op)]
+    if min(out_hw) < 1:
+        raise ValueError(f"transposed convolution output would be {tuple(out_hw)}: padding "
+                         f"{pads} too large for input {H}x{W}")
+    fwd_x = _to_layout((N, kg * groups, out_hw[0], out_hw[1]), layout)
+    geom = make_geometry(fwd_x, w_shape, stride=stride_p, padding=pads, dilation=dilation_p,
+                         groups=groups, layout=layout, weight_layout=weight_layout, dtype=dtype,
+                         x_name="output_shape", w_name="weight")
+    if geom.K != Cin:
+        raise ValueError(f"weight has {geom.K} input channels but x has {Cin}")
+    return geom, (geom.OH - H, geom.OW - W)
+
+
+def check_transpose_grad_out(grad_out, geom, layout):
+    """``grad_out`` must have the transposed convolution's output shape (the forward input's)."""
+    if grad_out.shape != geom.input_shape():
+        raise ValueError(f"grad_out has shape {grad_out.shape} but x / input_shape and the "
+                         f"keywords give a transposed convolution output of shape "
+                         f"{geom.input_shape()} ({layout})")
+

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from . import _dispatch, functional
-from ._geometry import as_float_array, check_dtype, compute_dtype, make_geometry
+from . import _dispatch, _execute
+from ._geometry import (as_float_array, check_bias, check_dtype, check_out, check_scalars,
+                        compute_dtype, make_geometry)
 from ._threads import resolve_num_threads
+from .algorithms import implementation, why_not
 
 
 class ConvPlan:
     """A convolution problem validated once, with its algorithm and schedules cached.
+
+    Its methods accept only arrays of the plan's shapes (a ValueError names the argument
+    otherwise); the geometry is not validated again on each call.
 
     Attributes
     ----------
@@ -19,22 +26,56 @@ class ConvPlan:
     algorithm : str
         The forward algorithm, one of ``cconv.ALGORITHMS``.
     workspace_bytes : int
-        Bytes of scratch buffers a forward call allocates besides its result.
+        Bytes of scratch buffers a forward call on the default thread count allocates
+        besides its result (:meth:`workspace_bytes_for` for another thread count or pass).
     geometry : ConvGeometry
     """
 
-    def __init__(self, geometry, algorithm, keywords):
+    def __init__(self, geometry, algorithm):
         self.geometry = geometry
         self.algorithm = algorithm
-        self._keywords = keywords
         self.output_shape = geometry.output_shape()
-        self.workspace_bytes = int(
-            _dispatch.implementation(geometry, algorithm).workspace_bytes("forward"))
+        self.workspace_bytes = self.workspace_bytes_for("forward")
 
     def __repr__(self):
         return (f"ConvPlan(input={self.geometry.input_shape()}, weight="
                 f"{self.geometry.weight_shape()}, output={self.output_shape}, "
                 f"algorithm={self.algorithm!r}, workspace_bytes={self.workspace_bytes})")
+
+    def workspace_bytes_for(self, op="forward", num_threads=None):
+        """Bytes of scratch one call of pass ``op`` allocates besides its result.
+
+        Parameters
+        ----------
+        op : {"forward", "backward_data", "backward_weight"}
+        num_threads : int, optional
+            The call's thread count (per-thread scratch grows with it); default
+            :func:`cconv.get_num_threads`.
+
+        Returns
+        -------
+        int
+        """
+        if op not in _dispatch.OPS:
+            raise ValueError(f"op must be one of {_dispatch.OPS}, got {op!r}")
+        impl = implementation(self.geometry, self._algo(op))
+        return int(impl.workspace_bytes(op, resolve_num_threads(num_threads)))
+
+    def _array(self, value, name, shape, shape_name):
+        array = as_float_array(value, name)
+        if array.shape != shape:
+            raise ValueError(f"{name} has shape {array.shape}, but this plan is for "
+                             f"{shape_name} {shape}")
+        return array
+
+    def _implementation(self, op, *operands):
+        """The algorithm instance of ``op`` for the operands' compute dtype (a plan made for
+        float32 still computes float64 operands in float64, like the functions do)."""
+        g = self.geometry
+        dtype = compute_dtype(*(a.dtype for a in operands))
+        if dtype != g.dtype:
+            g = dataclasses.replace(g, dtype=dtype)
+        return implementation(g, self._algo(op))
 
     def prepare_weight(self, weight, *, num_threads=None):
         """Transform or pack ``weight`` once for this plan's forward algorithm.
@@ -56,46 +97,65 @@ class ConvPlan:
             :meth:`backward_data`) of this plan.
         """
         g = self.geometry
-        w = as_float_array(weight, "weight")
-        if w.shape != g.weight_shape():
-            raise ValueError(f"weight has shape {w.shape}, this plan needs {g.weight_shape()}")
+        w = self._array(weight, "weight", g.weight_shape(), "weight shape")
         w = np.array(w, copy=True)  # the caller's dtype: results keep numpy.result_type
         w.flags.writeable = False
-        impl = _dispatch.implementation(g, self.algorithm)
-        wv = functional._weight_oihw(w, self._keywords["weight_layout"], g.dtype)
-        data = impl.prepare_weight(wv, resolve_num_threads(num_threads))
-        return PreparedWeight(self, w, None if data is None else (impl.name, data, g))
+        impl = implementation(g, self.algorithm)
+        wv = _execute.weight_oihw(w, g.weight_layout, g.dtype)
+        return PreparedWeight(self, w, impl.prepare_weight(wv, resolve_num_threads(num_threads)))
 
     def forward(self, x, weight, bias=None, out=None, *, alpha=1.0, beta=0.0, num_threads=None):
         """:func:`cconv.conv2d` with this plan's keywords and algorithm.
 
         ``weight`` may be a :class:`PreparedWeight` of this plan: its transformed filter is
         then reused instead of recomputed."""
-        prepared = None
+        g = self.geometry
+        transformed = None
         if isinstance(weight, PreparedWeight):
-            weight, prepared = weight._unwrap(self)
-        return functional._conv2d(x, weight, bias, self._keywords, self.algorithm, out, alpha,
-                                  beta, num_threads, prepared)
+            weight, transformed = weight._unwrap(self)
+        x = self._array(x, "x", g.input_shape(), "input shape")
+        w = self._array(weight, "weight", g.weight_shape(), "weight shape")
+        impl = self._implementation("forward", x, w)
+        result_dtype = np.result_type(x.dtype, w.dtype)
+        nthreads = resolve_num_threads(num_threads)
+        alpha, beta = check_scalars(alpha, beta)
+        b = check_bias(bias, g.K, impl.geom.dtype)
+        out = check_out(out, g.output_shape(), result_dtype)
+        return _execute.forward(impl, x, w, b, out, alpha, beta, nthreads, result_dtype,
+                                prepared=transformed)
 
     def backward_data(self, grad_out, weight, out=None, *, alpha=1.0, beta=0.0,
                       num_threads=None):
-        """:func:`cconv.conv2d_backward_data` for this plan's input shape."""
+        """:func:`cconv.conv2d_backward_data` for this plan's shapes."""
+        g = self.geometry
         if isinstance(weight, PreparedWeight):
             weight = weight._unwrap(self)[0]
-        return functional.conv2d_backward_data(
-            grad_out, weight, self.geometry.input_shape(), algo=self._algo("backward_data"),
-            out=out, alpha=alpha, beta=beta, num_threads=num_threads, **self._keywords)
+        dy = self._array(grad_out, "grad_out", g.output_shape(), "output shape")
+        w = self._array(weight, "weight", g.weight_shape(), "weight shape")
+        impl = self._implementation("backward_data", dy, w)
+        result_dtype = np.result_type(dy.dtype, w.dtype)
+        nthreads = resolve_num_threads(num_threads)
+        alpha, beta = check_scalars(alpha, beta)
+        out = check_out(out, g.input_shape(), result_dtype)
+        return _execute.backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype)
 
     def backward_weight(self, grad_out, x, out=None, *, alpha=1.0, beta=0.0, num_threads=None):
-        """:func:`cconv.conv2d_backward_weight` for this plan's weight shape."""
-        return functional.conv2d_backward_weight(
-            grad_out, x, self.geometry.weight_shape(), algo=self._algo("backward_weight"),
-            out=out, alpha=alpha, beta=beta, num_threads=num_threads, **self._keywords)
+        """:func:`cconv.conv2d_backward_weight` for this plan's shapes."""
+        g = self.geometry
+        dy = self._array(grad_out, "grad_out", g.output_shape(), "output shape")
+        x = self._array(x, "x", g.input_shape(), "input shape")
+        impl = self._implementation("backward_weight", dy, x)
+        result_dtype = np.result_type(dy.dtype, x.dtype)
+        nthreads = resolve_num_threads(num_threads)
+        alpha, beta = check_scalars(alpha, beta)
+        out = check_out(out, g.weight_shape(), result_dtype)
+        return _execute.backward_weight(impl, dy, x, out, alpha, beta, nthreads, result_dtype)
 
     def _algo(self, op):
-        if _dispatch.why_not(self.algorithm, self.geometry, op) is None:
+        """The plan's algorithm where it can run ``op``, else ``auto``'s choice."""
+        if why_not(self.algorithm, self.geometry, op) is None:
             return self.algorithm
-        return "auto"
+        return _dispatch.heuristic(self.geometry, op)
 
 
 class PreparedWeight:
@@ -111,12 +171,12 @@ class PreparedWeight:
         Bytes of the transformed weight.
     """
 
-    def __init__(self, plan, weight, prepared):
+    def __init__(self, plan, weight, transformed):
         self._plan = plan
         self.weight = weight
-        self._prepared = prepared
-        self.algorithm = None if prepared is None else prepared[0]
-        self.nbytes = 0 if prepared is None else int(prepared[1].nbytes)
+        self._transformed = transformed
+        self.algorithm = None if transformed is None else transformed.algorithm
+        self.nbytes = 0 if transformed is None else int(transformed.data.nbytes)
 
     def __repr__(self):
         return (f"PreparedWeight(shape={self.weight.shape}, dtype={self.weight.dtype}, "
@@ -126,7 +186,7 @@ class PreparedWeight:
         if plan is not self._plan:
             raise ValueError("weight was prepared by another plan; call prepare_weight of "
                              "this plan")
-        return self.weight, self._prepared
+        return self.weight, self._transformed
 
 
 def _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups, layout,
@@ -160,9 +220,7 @@ def plan_conv2d(x_shape, weight_shape, *, stride=1, padding=0, dilation=1, group
     geom = _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups,
                           layout, weight_layout)
     impl = _dispatch.select(geom, "forward", algo, resolve_num_threads(None))
-    keywords = dict(stride=stride, padding=padding, dilation=dilation, groups=groups,
-                    layout=layout, weight_layout=weight_layout)
-    return ConvPlan(geom, impl.name, keywords)
+    return ConvPlan(geom, impl.name)
 
 
 def find_algorithms(x_shape, weight_shape, *, op="forward", stride=1, padding=0, dilation=1,

@@ -1,33 +1,71 @@
-"""Load the tile kernels built for the best SIMD level this CPU supports.
+"""Load the kernels built for the best SIMD level this CPU supports.
 
-setup.py builds ``_tiles_avx512``, ``_tiles_avx2`` and ``_tiles_base`` from one
-template.  ``CCONV_SIMD=avx512|avx2|base`` forces a level (an unsupported or
-missing one is an ImportError rather than a crash on an illegal instruction).
+setup.py builds every templated kernel module once per instruction set (``_tiles_avx512``,
+``_tiles_avx2``, ``_tiles_base``, and the same for ``_winograd``).  At import the best level
+the CPU supports is loaded; ``CCONV_SIMD=avx512|avx2|base`` forces one (an unsupported or
+missing level is an ImportError rather than a crash on an illegal instruction).  The test
+suite runs once per level the CPU supports (``pytest --simd=LEVEL``), so every build that
+ships is exercised.
 """
 
 import importlib
 import os
+from types import SimpleNamespace
 
 from ._kernels import _runtime
 
 LEVELS = ("avx512", "avx2", "base")
+# The kernel modules built per level: cconv._kernels.<stem>_<level>.
+TEMPLATED = ("_tiles", "_winograd")
 
 
-def _load():
+def available_levels():
+    """The SIMD levels this CPU supports and this build has, best first."""
+    found = []
+    for level in LEVELS:
+        if not _runtime.cpu_supports(level):
+            continue
+        try:
+            load(level)
+        except ImportError:  # not built on this platform (e.g. aarch64 has only "base")
+            continue
+        found.append(level)
+    return found
+
+
+def load(level):
+    """The kernel modules of one SIMD level, as attributes ``tiles`` and ``winograd``.
+
+    Raises
+    ------
+    ImportError
+        If ``level`` is unknown, unsupported by this CPU or not built.
+    """
+    if level not in LEVELS:
+        raise ImportError(f"SIMD level must be one of {LEVELS}, got {level!r}")
+    if not _runtime.cpu_supports(level):
+        raise ImportError(f"SIMD level {level} is not supported by this CPU")
+    return SimpleNamespace(**{stem.lstrip("_"): importlib.import_module(
+        f"cconv._kernels.{stem}_{level}") for stem in TEMPLATED})
+
+
+def _select():
     forced = os.environ.get("CCONV_SIMD", "").strip().lower()
     if forced:
         if forced not in LEVELS:
             raise ImportError(f"CCONV_SIMD must be one of {LEVELS}, got {forced!r}")
         if not _runtime.cpu_supports(forced):
             raise ImportError(f"CCONV_SIMD={forced} but this CPU does not support it")
-        return forced, importlib.import_module(f"cconv._kernels._tiles_{forced}")
+        return forced, load(forced)
     for level in LEVELS:
         if _runtime.cpu_supports(level):
             try:
-                return level, importlib.import_module(f"cconv._kernels._tiles_{level}")
-            except ImportError:  # not built on this platform (e.g. aarch64)
+                return level, load(level)
+            except ImportError:
                 continue
-    raise ImportError("no cconv tile kernel module could be imported")
+    raise ImportError("no cconv kernel module could be imported")
 
 
-LEVEL, tiles = _load()
+LEVEL, _modules = _select()
+tiles = _modules.tiles
+winograd = _modules.winograd

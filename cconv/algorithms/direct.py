@@ -1,7 +1,7 @@
 """The direct convolution algorithm: pack, run the tile jobs, unpack.
 
 ``DirectConvolution(geom)`` holds the cached schedules of one geometry (see
-``cconv._schedule``) and runs any of the three passes on already validated
+``direct_schedule``) and runs any of the three passes on already validated
 arrays: activations as 4-D views in logical (N, C, H, W) order (any strides,
 compute dtype), weights as contiguous (K, C/groups, R, S) arrays.
 """
@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _schedule
-from ._kernels import _layout
-from ._simd import tiles
+from .._kernels import _layout
+from .._simd import tiles
+from . import direct_schedule
+from .base import Algorithm, TransformedWeight
 
-_EMPTY = {np.dtype(np.float32): np.zeros(0, np.float32), np.dtype(np.float64): np.zeros(0, np.float64)}
+# The kernels take a bias memoryview even without a bias: an empty one means none.
+NO_BIAS = {np.dtype(np.float32): np.zeros(0, np.float32),
+           np.dtype(np.float64): np.zeros(0, np.float64)}
 
 
-class DirectConvolution:
+class DirectConvolution(Algorithm):
     """Blocked direct convolution of one geometry: forward, backward-data, backward-weight."""
 
     name = "direct"
+
+    @classmethod
+    def why_not(cls, geom, op):
+        """None: the direct algorithm runs every shape and pass."""
+        return None
 
     def __init__(self, geom):
         self.geom = geom
@@ -29,10 +37,10 @@ class DirectConvolution:
         self._passes = {}
 
     def schedule(self, op, target="blocked"):
-        """The cached ``_schedule.Pass`` of ``op`` writing to ``target``."""
+        """The cached ``direct_schedule.Pass`` of ``op`` writing to ``target``."""
         key = (op, target)
         if key not in self._passes:
-            make = getattr(_schedule, op)
+            make = getattr(direct_schedule, op)
             args = (target,) if op != "backward_weight" else ()
             self._passes[key] = make(self.geom, self.vl, tiles.TILE_ROWS, *args)
         return self._passes[key]
@@ -54,8 +62,9 @@ class DirectConvolution:
         self._run(tiles.KINDS[p.kind], A, B, flat.reshape(-1), p.jobs, p.table, nthreads,
                   p.info["col_stride"], bias, alpha, beta)
 
-    def workspace_bytes(self, op):
-        """Bytes of the packed and blocked buffers one call of ``op`` allocates."""
+    def workspace_bytes(self, op, nthreads):
+        """Bytes of the packed and blocked buffers one call of ``op`` allocates (the same
+        at any thread count: the direct algorithm has no per-thread scratch)."""
         g, item = self.geom, self.geom.dtype.itemsize
         # Forward and backward-data write a contiguous result directly (no blocked buffer),
         # except a depthwise multiplier's backward-data, which goes through the unpack.
@@ -145,16 +154,17 @@ class DirectConvolution:
 
     def prepare_weight(self, w, nthreads):
         """The packed forward weight of ``w``, for :meth:`forward`."""
-        return self._pack_forward_weight(w, nthreads)
+        return TransformedWeight(self.name, self.geom, self._pack_forward_weight(w, nthreads))
 
     def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view).
 
-        ``prepared``: the result of :meth:`prepare_weight` for ``w``."""
+        ``prepared``: the result of :meth:`prepare_weight` for ``w``, or None."""
         g, target = self.geom, self._target(y)
         p = self.schedule("forward", target)
         packed_x = self._pack_input(x, nthreads)
-        packed_w = self._pack_forward_weight(w, nthreads) if prepared is None else prepared
+        packed_w = (prepared.data if prepared is not None
+                    else self._pack_forward_weight(w, nthreads))
         if target != "blocked":
             self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
             return
@@ -164,7 +174,7 @@ class DirectConvolution:
         block = p.info["block"] if g.depthwise else p.info["KB"]
         groups = 1 if g.depthwise else g.groups
         _layout.unpack_output(blocked, y, groups, nblocks, block, 1,
-                              _EMPTY[g.dtype] if bias is None else bias, alpha, beta, nthreads)
+                              NO_BIAS[g.dtype] if bias is None else bias, alpha, beta, nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW views).
@@ -190,7 +200,7 @@ class DirectConvolution:
             return
         blocked = np.empty(p.out_size, g.dtype)
         self._run(tiles.KINDS[p.kind], packed_dy, packed_w, blocked, p.jobs, p.table, nthreads)
-        bias = _EMPTY[g.dtype] if bias is None else bias
+        bias = NO_BIAS[g.dtype] if bias is None else bias
         if g.depthwise:
             _layout.unpack_output(blocked, dx, 1, info["out_blocks"], info["KB"], g.Kg, bias,
                                   alpha, beta, nthreads)

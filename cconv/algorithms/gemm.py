@@ -7,7 +7,8 @@ built for exchanged: rows are output channels (weights broadcast), vector lanes 
 ``2*VL`` consecutive pixels read straight from the NCHW planes and written straight into
 the NCHW result with whole-vector stores.  Nothing is packed except the weight (read in
 place) and, when the pixel count is not a multiple of ``2*VL``, a zero-padded copy of the
-planes (the heuristic leaves those shapes to the direct algorithm).
+planes.  ``auto`` never picks it (the direct kernel measured at least as fast on the 1x1
+layers timed); ``algo="gemm"`` and ``"find"`` do.
 
 Backward-weight of a 1x1 convolution, ``dW = dY X^T``, reduces over pixels: the direct
 algorithm's backward-weight is exactly that GEMM, so this class delegates it.
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _schedule
-from ._simd import tiles
+from .._simd import tiles
+from . import direct_schedule
+from .base import Algorithm
+from .direct import DirectConvolution
 
 
 def _planes(array_nchw, npix_pad, dtype):
@@ -32,13 +35,13 @@ def _planes(array_nchw, npix_pad, dtype):
     return planes
 
 
-class GemmConvolution:
+class GemmConvolution(Algorithm):
     """1x1 stride-1 unpadded convolution as a blocked GEMM over NCHW planes."""
 
     name = "gemm"
 
-    @staticmethod
-    def why_not(geom, op):
+    @classmethod
+    def why_not(cls, geom, op):
         """None if the GEMM path can run ``op`` on ``geom``, else the reason."""
         if (geom.R, geom.S) != (1, 1):
             return f"the GEMM path needs a 1x1 kernel, got {geom.R}x{geom.S}"
@@ -73,28 +76,27 @@ class GemmConvolution:
             rows_n, red_n, in_ch, out_ch = g.Cg, g.Kg, g.K, g.C
             row_offsets = (np.arange(g.C) // g.Cg) * g.Kg * g.Cg + np.arange(g.C) % g.Cg
             red_offsets = np.arange(g.Kg) * g.Cg                # W[g*Kg + k, c]
-        table = _schedule._Table()
+        table = direct_schedule.OffsetTable()
         red = table.add(red_offsets)
         rows = table.add(row_offsets)
         outs = table.add(np.arange(out_ch) * P)
-        starts, nrows = _schedule._tiles(rows_n, T)
+        starts, nrows = direct_schedule.row_tiles(rows_n, T)
         n = np.arange(g.N)[:, None, None, None]
         grp = np.arange(g.groups)[None, :, None, None]
         pix = np.arange(0, P, self.lanes)[None, None, :, None]
         first_row = grp * rows_n + starts  # global channel of the job's first row
-        jobs = _schedule._jobs(
+        jobs = direct_schedule.job_table(
             a=0, b=(n * in_ch + grp * red_n) * P + pix, b_stride=P, red=red, length=red_n,
             rows=rows + first_row, outs=outs + first_row, nrows=nrows, out=n * out_ch * P + pix,
             ncols=self.lanes)
         self._jobs[op] = (jobs, table.array())
         return self._jobs[op]
 
-    def workspace_bytes(self, op):
+    def workspace_bytes(self, op, nthreads):
         """Bytes allocated besides the result: padded plane copies when pixels need padding."""
         g = self.geom
         if op == "backward_weight":
-            from ._dispatch import implementation
-            return implementation(g, "direct").workspace_bytes(op)
+            return DirectConvolution.for_geometry(g).workspace_bytes(op, nthreads)
         if self.npix_pad == self.npix:
             return 0
         return int((g.C + g.K) * g.N * self.npix_pad * g.dtype.itemsize)
@@ -108,11 +110,12 @@ class GemmConvolution:
         in_place = (self.npix_pad == self.npix and dst.flags.c_contiguous
                     and dst.dtype == g.dtype and bias is None)
         if in_place:
-            self._run(tiles.KINDS["dense"], w.reshape(-1), planes.reshape(-1), dst.reshape(-1), jobs, table,
-                      nthreads, 1, None, alpha, beta)
+            self._run(tiles.KINDS["dense"], w.reshape(-1), planes.reshape(-1), dst.reshape(-1),
+                      jobs, table, nthreads, 1, None, alpha, beta)
             return
         out = np.empty(dst.shape[0] * dst.shape[1] * self.npix_pad, g.dtype)
-        self._run(tiles.KINDS["dense"], w.reshape(-1), planes.reshape(-1), out, jobs, table, nthreads)
+        self._run(tiles.KINDS["dense"], w.reshape(-1), planes.reshape(-1), out, jobs, table,
+                  nthreads)
         result = out.reshape(dst.shape[0], dst.shape[1], self.npix_pad)[:, :, :self.npix]
         result = result.reshape(dst.shape)
         if bias is not None:
@@ -126,8 +129,9 @@ class GemmConvolution:
         """Nothing to precompute: the GEMM reads the weight as it is."""
         return None
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads):
-        """``y = alpha * (conv(x, w) + bias) + beta * y`` (logical NCHW views)."""
+    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (logical NCHW views); ``prepared``
+        is always None (:meth:`prepare_weight` has nothing to precompute)."""
         self._gemm("forward", w, x, y, bias, alpha, beta, nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
@@ -136,5 +140,4 @@ class GemmConvolution:
 
     def backward_weight(self, dy, x, nthreads):
         """The weight gradient: the direct algorithm's pixel-reduction GEMM."""
-        from ._dispatch import implementation
-        return implementation(self.geom, "direct").backward_weight(dy, x, nthreads)
+        return DirectConvolution.for_geometry(self.geom).backward_weight(dy, x, nthreads)

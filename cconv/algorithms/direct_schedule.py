@@ -44,7 +44,7 @@ def channel_blocks(channels, limit=MAX_CHANNEL_BLOCK):
     return nblocks, -(-channels // nblocks)
 
 
-class _Table:
+class OffsetTable:
     """Concatenates offset arrays into one int64 table; ``add`` returns a start index."""
 
     def __init__(self):
@@ -63,7 +63,7 @@ class _Table:
         return np.concatenate(self.parts + [np.zeros(1, np.int64)])
 
 
-def _jobs(**columns):
+def job_table(**columns):
     """A job table from broadcastable columns named as in JOB_FIELDS."""
     columns.setdefault("inner", 1)
     if "ncols" not in columns:
@@ -81,7 +81,7 @@ def _broadcast_tile(columns, vl, tile_rows):
     return "dense", tile_rows, 2 * vl
 
 
-def _tiles(count, tile_rows):
+def row_tiles(count, tile_rows):
     starts = np.arange(0, count, tile_rows, dtype=np.int64)
     return starts, np.minimum(tile_rows, count - starts)
 
@@ -147,8 +147,8 @@ def forward(geom, vl, tile_rows, target="blocked"):
     dh, dw = geom.dilation
     Hp, Wp = geom.H + pt + pb, geom.W + pl + pr
     npix = geom.OH * geom.OW
-    starts, nrows = _tiles(npix, tile_rows)
-    table = _Table()
+    starts, nrows = row_tiles(npix, tile_rows)
+    table = OffsetTable()
     taps = _grid(geom.R, geom.S, dh * Wp, dw)
     pixels = _grid(geom.OH, geom.OW, sh * Wp, sw)
     if geom.depthwise:
@@ -163,14 +163,14 @@ def forward(geom, vl, tile_rows, target="blocked"):
                                               np.minimum(block, geom.K - vb * block), geom.K,
                                               npix, block, n * Vb + vb)
         outs = table.add(np.arange(npix) * scale)
-        jobs = _jobs(a=(n * Vb + vb) * plane, b=vb * RS * block, red=red, length=RS,
+        jobs = job_table(a=(n * Vb + vb) * plane, b=vb * RS * block, red=red, length=RS,
                      rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
         info = dict(block=block, nblocks=Vb, Hp=Hp, Wp=Wp, col_stride=col_stride)
         out_size = geom.N * Vb * npix * block if target == "blocked" else 0
         return Pass("depthwise", jobs, table.array(), out_size, info)
     G = geom.groups
     kind, T, KB = _broadcast_tile(geom.Kg, vl, tile_rows)
-    starts, nrows = _tiles(npix, T)
+    starts, nrows = row_tiles(npix, T)
     Cb, CB = channel_blocks(geom.Cg)
     Kb = -(-geom.Kg // KB)
     plane = Hp * Wp * CB
@@ -186,7 +186,7 @@ def forward(geom, vl, tile_rows, target="blocked"):
                                           np.minimum(KB, geom.Kg - kb * KB), geom.K, npix, KB,
                                           (n * G + g) * Kb + kb)
     outs = table.add(np.arange(npix) * scale)
-    jobs = _jobs(a=(n * G + g) * Cb * plane, b=(g * Kb + kb) * L * KB, red=red, length=L,
+    jobs = job_table(a=(n * G + g) * Cb * plane, b=(g * Kb + kb) * L * KB, red=red, length=L,
                  rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
     info = dict(CB=CB, Cb=Cb, KB=KB, Kb=Kb, Hp=Hp, Wp=Wp, col_stride=col_stride)
     out_size = geom.N * G * Kb * npix * KB if target == "blocked" else 0
@@ -204,7 +204,7 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
     rows_w, lo_w, hi_w = _axis_phases(geom.W, geom.OW, geom.S, sw, dw, pl)
     OHp, OWp = geom.OH + lo_h + hi_h, geom.OW + lo_w + hi_w
     hw = geom.H * geom.W
-    table = _Table()
+    table = OffsetTable()
     if geom.depthwise:
         Vb, dy_block, KB = -(-geom.K // vl), vl, vl
         red_blocks, red_block, out_blocks, G = 1, vl, Vb, 1
@@ -221,7 +221,7 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
             if count_h == 0 or count_w == 0:
                 continue
             npix = count_h * count_w
-            starts, nrows = _tiles(npix, tile_rows)
+            starts, nrows = row_tiles(npix, tile_rows)
             tap_offsets = ((np.asarray(shifts_h, np.int64)[:, None] + lo_h) * OWp
                            + (np.asarray(shifts_w, np.int64)[None, :] + lo_w)).ravel()
             ntaps = tap_offsets.size
@@ -246,7 +246,7 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
             place, scale, col_stride = _placement(target, n, first, ncols, geom.C, hw, KB,
                                                   (n * G + g) * out_blocks + ob)
             outs = table.add(_grid(count_h, count_w, sh * geom.W, sw, a * geom.W + b) * scale)
-            job_parts.append(_jobs(
+            job_parts.append(job_table(
                 a=group_in, b=w_offset + (g * out_blocks + ob) * L * KB, red=red, length=L,
                 rows=rows + starts, outs=outs + starts, nrows=nrows, **place))
             phases.append((taps_h, taps_w))
@@ -281,7 +281,7 @@ def backward_weight(geom, vl, tile_rows):
     sh, sw = geom.stride
     dh, dw = geom.dilation
     npix = geom.OH * geom.OW
-    table = _Table()
+    table = OffsetTable()
     pixels = _grid(geom.OH, geom.OW, sh * Wp, sw)
     taps = _grid(geom.R, geom.S, dh * Wp, dw)
     if geom.depthwise:
@@ -302,7 +302,7 @@ def backward_weight(geom, vl, tile_rows):
     outs = table.add(np.arange(Q) * KB)
     if not geom.depthwise:
         tile_rows = _broadcast_tile(geom.Kg, vl, tile_rows)[1]
-    starts, nrows = _tiles(Q, tile_rows)
+    starts, nrows = row_tiles(Q, tile_rows)
     splits = _reduction_splits(geom.N, npix, G * nb * starts.size)
     image_in = (in_blocks * plane) if geom.depthwise else (G * in_blocks * plane)
     image_dy = (nb * npix * KB) if geom.depthwise else (G * nb * npix * KB)
@@ -314,7 +314,7 @@ def backward_weight(geom, vl, tile_rows):
             a = n0 * image_in + kb * plane
         else:
             a = n0 * image_in + g * in_blocks * plane
-        parts.append(_jobs(
+        parts.append(job_table(
             a=a, a_step=image_in, b=n0 * image_dy + (g * nb + kb) * npix * KB + p0 * KB,
             b_step=image_dy, inner=n1 - n0, red=red + p0, length=p1 - p0, ncols=KB,
             rows=rows + starts, outs=outs + starts, nrows=nrows,

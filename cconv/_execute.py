@@ -1,0 +1,119 @@
+"""Running a validated pass: arrays to the kernels' views, the result to the caller's array.
+
+Everything here trusts its arguments: the public functions (``functional``) and plans
+(``_plan``) have validated them into a ``ConvGeometry`` and checked arrays.  This module
+turns the operands into what every algorithm takes (compute-dtype logical NCHW views and a
+contiguous OIHW weight), runs the algorithm, and writes ``alpha * result + beta * out`` into
+``out`` or a new array of the result dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def nchw(array, layout):
+    """A logical (N, C, H, W) view of an array in ``layout`` order (no copy)."""
+    return array if layout == "NCHW" else array.transpose(0, 3, 1, 2)
+
+
+def compute_view(value, dtype, layout):
+    """``value`` in the compute dtype (no copy when it already is) as a logical NCHW view."""
+    return nchw(np.asarray(value).astype(dtype, copy=False), layout)
+
+
+def weight_oihw(weight, weight_layout, dtype):
+    """A contiguous (K, C/groups, R, S) weight of the compute dtype."""
+    w = weight if weight_layout == "OIHW" else weight.transpose(3, 2, 0, 1)
+    return np.ascontiguousarray(w, dtype=dtype)
+
+
+def weight_in_layout(grad_oihw, weight_layout):
+    """A (K, C/groups, R, S) weight gradient in ``weight_layout`` order."""
+    if weight_layout == "HWIO":
+        return np.ascontiguousarray(grad_oihw.transpose(2, 3, 1, 0))
+    return grad_oihw
+
+
+def pad_bottom_right(array_nchw, extra):
+    """``array_nchw`` with ``extra`` = (rows, cols) of zeros appended at the bottom / right."""
+    if extra == (0, 0):
+        return array_nchw
+    return np.pad(array_nchw, ((0, 0), (0, 0), (0, extra[0]), (0, extra[1])))
+
+
+def emit(compute, shape, layout, dtype, result_dtype, out, alpha, beta, empty):
+    """Run ``compute(y_nchw, alpha, beta)`` (which writes ``alpha*result + beta*y``) into
+    ``out`` or a new array, converting dtypes where the result dtype is not computed natively.
+
+    ``empty``: the batch is empty, so the result is all zeros and nothing is computed.
+    """
+    if empty:
+        if out is None:
+            return np.zeros(shape, result_dtype)
+        if beta == 0:
+            out[...] = 0
+        else:
+            out *= beta
+        return out
+    if out is not None and out.dtype == dtype:
+        compute(nchw(out, layout), alpha, beta)
+        return out
+    y = np.empty(shape, dtype)
+    compute(nchw(y, layout), alpha if out is None else 1.0, 0.0)
+    if out is None:
+        return y.astype(result_dtype, copy=False)
+    if beta == 0:
+        out[...] = alpha * y
+    else:
+        out[...] = alpha * y + beta * out.astype(dtype)
+    return out
+
+
+def scaled_into(result, out, alpha, beta):
+    """``alpha * result (+ beta * out)`` for results computed whole (weights, bias)."""
+    if out is None:
+        return (result * alpha).astype(result.dtype, copy=False) if alpha != 1 else result
+    if beta == 0:
+        out[...] = alpha * result
+    else:
+        out[...] = alpha * result + beta * out
+    return out
+
+
+def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared=None):
+    """Forward pass of ``impl.geom``: ``x`` and ``w`` in the geometry's layouts.
+
+    ``prepared`` (a ``TransformedWeight``) is used only when it was made by this algorithm
+    for this geometry; otherwise the weight is transformed as usual."""
+    g = impl.geom
+    xv = compute_view(x, g.dtype, g.layout)
+    wv = weight_oihw(w, g.weight_layout, g.dtype)
+    if prepared is not None and not prepared.serves(impl, g):
+        prepared = None
+    return emit(lambda y, a, b: impl.forward(xv, wv, bias, y, a, b, nthreads, prepared),
+                g.output_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0)
+
+
+def backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype, bias=None,
+                  extra=(0, 0)):
+    """Backward-data of ``impl.geom`` (also transposed convolution's forward, with ``bias``
+    and ``extra`` rows / cols its input lacks at the bottom / right)."""
+    g = impl.geom
+    dyv = pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra)
+    wv = weight_oihw(w, g.weight_layout, g.dtype)
+    return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
+                g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0)
+
+
+def backward_weight(impl, dy, x, out, alpha, beta, nthreads, result_dtype, extra=(0, 0)):
+    """Backward-weight of ``impl.geom``, in its ``weight_layout`` (``extra``: as
+    :func:`backward_data`, applied to ``dy``, which is transposed convolution's input)."""
+    g = impl.geom
+    if g.N == 0:
+        grad = np.zeros((g.K, g.Cg, g.R, g.S), g.dtype)
+    else:
+        grad = impl.backward_weight(pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra),
+                                    compute_view(x, g.dtype, g.layout), nthreads)
+    grad = weight_in_layout(grad, g.weight_layout)
+    return scaled_into(grad.astype(result_dtype, copy=False), out, alpha, beta)

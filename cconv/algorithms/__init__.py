@@ -1,0 +1,48 @@
+"""The convolution algorithms and their registry.
+
+Each module here is one algorithm behind the contract of :class:`base.Algorithm`
+(``why_not``, ``forward``, ``backward_data``, ``backward_weight``, ``prepare_weight``,
+``workspace_bytes(op, nthreads)``), with the module that schedules it beside it:
+
+=============  =====================  ===================================================
+algorithm      module (+ schedule)    kernels (``cconv/_kernels``)
+=============  =====================  ===================================================
+``direct``     direct.py              _layout.pyx (packing), _tiles.pyx.tp (register tiles)
+               + direct_schedule.py
+``winograd``   winograd.py            _layout.pyx, _winograd.pyx.tp (+ winograd_*.pxi)
+               + winograd_schedule.py
+``gemm``       gemm.py                _tiles.pyx.tp (the same tiles, roles exchanged)
+=============  =====================  ===================================================
+
+The registry order is the order of preference when a shape could use several and no
+heuristic rule applies (see ``cconv._dispatch``); ``direct`` runs every shape and is the
+reference the others fall back to.  Nothing here imports the dispatcher.
+"""
+
+from __future__ import annotations
+
+from .base import OPS, Algorithm, TransformedWeight
+from .direct import DirectConvolution
+from .gemm import GemmConvolution
+from .winograd import WinogradConvolution
+
+REGISTRY = {cls.name: cls for cls in (DirectConvolution, WinogradConvolution, GemmConvolution)}
+ALGORITHMS = tuple(REGISTRY)
+
+__all__ = ["ALGORITHMS", "OPS", "REGISTRY", "Algorithm", "TransformedWeight", "implementation",
+           "usable", "why_not"]
+
+
+def why_not(algo, geom, op):
+    """Why algorithm ``algo`` cannot run pass ``op`` on ``geom``, or None if it can."""
+    return REGISTRY[algo].why_not(geom, op)
+
+
+def usable(geom, op):
+    """Names of the algorithms that can run ``op`` on ``geom``, in registry order."""
+    return [name for name, cls in REGISTRY.items() if cls.why_not(geom, op) is None]
+
+
+def implementation(geom, algo):
+    """The cached instance of algorithm ``algo`` for ``geom`` (it holds the schedules)."""
+    return REGISTRY[algo].for_geometry(geom)

@@ -1,0 +1,128 @@
+"""What every convolution algorithm provides: the contract the dispatcher relies on.
+
+An algorithm is a class constructed from one validated ``ConvGeometry``; the instance holds
+whatever it precomputes for that geometry (schedules, tile sizes) and runs any of the three
+passes on arrays the public functions have already validated:
+
+* activations as 4-D views in logical (N, C, H, W) order (any strides, compute dtype),
+* weights as contiguous (K, C/groups, R, S) arrays of the compute dtype,
+* results written as ``out = alpha * (result + bias) + beta * out`` into a logical NCHW view
+  (``beta == 0`` never reads ``out``), except backward-weight, which returns a new array.
+
+Instances are cached per (class, geometry) by :meth:`Algorithm.for_geometry`, so an algorithm
+that falls back to another (Winograd to direct on NaN input, GEMM to direct for its weight
+gradient) reuses that one's schedules without going through the dispatcher.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+OPS = ("forward", "backward_data", "backward_weight")
+
+
+@dataclass(frozen=True)
+class TransformedWeight:
+    """A weight transformed once by one algorithm for one geometry.
+
+    Attributes
+    ----------
+    algorithm : str
+        The name of the algorithm that made it (and the only one that can use it).
+    geometry : ConvGeometry
+        The geometry it was made for.
+    data : ndarray
+        The transformed weight, in that algorithm's private layout.
+    """
+
+    algorithm: str
+    geometry: object
+    data: object
+
+    def serves(self, algorithm, geometry):
+        """True if ``algorithm`` running ``geometry`` can use this prepared weight."""
+        return self.algorithm == algorithm.name and self.geometry == geometry
+
+
+class Algorithm:
+    """Base class of the convolution algorithms.
+
+    Subclasses set :attr:`name` and implement every method below; :meth:`why_not` is the
+    only one called before an instance exists.
+    """
+
+    name = "?"
+
+    @classmethod
+    def why_not(cls, geom, op):
+        """The reason this algorithm cannot run pass ``op`` on ``geom``, or None if it can.
+
+        Parameters
+        ----------
+        geom : ConvGeometry
+        op : {"forward", "backward_data", "backward_weight"}
+
+        Returns
+        -------
+        str or None
+        """
+        raise NotImplementedError
+
+    @classmethod
+    def for_geometry(cls, geom):
+        """The cached instance of this algorithm for ``geom`` (built on first use).
+
+        Parameters
+        ----------
+        geom : ConvGeometry
+
+        Returns
+        -------
+        Algorithm
+        """
+        return _instance(cls, geom)
+
+    def prepare_weight(self, w, nthreads):
+        """Transform ``w`` once for :meth:`forward`.
+
+        Returns
+        -------
+        TransformedWeight or None
+            None when there is nothing to precompute (or the weight cannot be transformed,
+            e.g. it holds NaN); :meth:`forward` then works from the plain weight.
+        """
+        raise NotImplementedError
+
+    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+        """``y = alpha * (conv(x, w) + bias) + beta * y``; ``prepared`` from
+        :meth:`prepare_weight` of the same weight, or None."""
+        raise NotImplementedError
+
+    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+        """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx``; ``bias`` (C,)
+        serves transposed convolution, whose forward pass this is."""
+        raise NotImplementedError
+
+    def backward_weight(self, dy, x, nthreads):
+        """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
+        raise NotImplementedError
+
+    def workspace_bytes(self, op, nthreads):
+        """Bytes one call of ``op`` on ``nthreads`` threads allocates besides its result.
+
+        Parameters
+        ----------
+        op : {"forward", "backward_data", "backward_weight"}
+        nthreads : int
+
+        Returns
+        -------
+        int
+        """
+        raise NotImplementedError
+
+
+@functools.lru_cache(maxsize=256)
+def _instance(cls, geom):
+    return cls(geom)

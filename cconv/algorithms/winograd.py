@@ -1,0 +1,189 @@
+"""Winograd F(2x2,3x3) convolution: forward, backward-data, backward-weight.
+
+Forward (Lavin & Gray): ``Y = A^T [(G g G^T) * (B^T d B)] A`` on overlapping 4x4 input tiles
+``d`` giving 2x2 output tiles.  The filter transform ``U = G g G^T`` runs once per call on
+vectors of 32 filters (parallel over blocks of (output channels, 8 input channels)), or once
+per ``ConvPlan.prepare_weight``; the input transform, the 16 channel-reduction GEMMs and the
+output transform run fused per block of tiles in ``cconv._kernels._winograd_<isa>`` (Cython, OpenMP
+``prange`` over (image, group, tile block), GEMM register-tiled with GCC vector types).  The
+GEMM is done in Cython, not BLAS: a BLAS call between ``prange`` regions competes with the
+OpenMP workers still spinning after a region (a NumPy GEMM measured 169 -> 31 GFLOP/s on 2
+threads that way), and it would need the 16 transformed matrices of the whole batch in memory.
+
+Backward-data of a 3x3 stride-1 convolution is the forward convolution of ``dy`` with the
+filter rotated by 180 degrees and its channel roles swapped (per group), padded by
+``2 - pad`` on each side (a negative value crops): it runs through the forward machinery.
+
+Backward-weight: ``dg = G^T [sum_tiles (A dY A^T) * (B^T d B)] G`` (exact: the adjoint of the
+forward).  The 16 transformed products are reduced over images and tiles by jobs that each
+own a (split, group, channel chunk, output-channel chunk, half or all of the 16 matrices)
+and walk a fixed range of tile blocks in order; the splits are summed in order, so the
+result does not depend on the thread count.
+
+Memory: the input is packed once (zero-padded, channel-blocked, ~1x the activations);
+transformed tiles exist only per job, in per-thread scratch of ``16 x tile_block x channels``.
+Depthwise and few-channel groups are padded to a vector of output channels (and backward-weight
+packs ``dy`` in blocks of 2 vectors), so there the packed buffers exceed the activations.
+
+Sizes and job layouts live in ``winograd_schedule``; accuracy and speed: see
+``WinogradConvolution``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _workspace
+from .._kernels import _layout
+from .._simd import winograd as kernels
+from . import winograd_schedule as schedule
+from .base import Algorithm, TransformedWeight
+from .direct import NO_BIAS, DirectConvolution
+
+_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def pack_input(problem, x, nthreads, ws):
+    """The zero-padded blocked input of ``problem``, or None if ``x`` holds a NaN or an
+    infinity (noted by the packing as it copies, without an extra pass)."""
+    p = problem
+    packed = ws.empty(p.packed_input_size(), p.dtype)
+    bad = _layout.pack_input(x, packed, p.G, p.Cg, p.Cg, 1, p.block, p.pt, p.pl, p.Hp, p.Wp,
+                             nthreads)
+    return None if bad else packed
+
+
+def transform_filter(problem, w, nthreads, U):
+    """``w`` (G*Kg, Cg, 3, 3) -> ``U [G][Kb][16][Cp][KB]`` (written into ``U``, returned);
+    None if ``w`` is not all finite."""
+    p = problem
+    bad = getattr(kernels, f"transform_filter_{_CTYPE[p.dtype]}")(w, p.G, p.Cp, p.Kb, U,
+                                                                 nthreads)
+    return None if bad else U
+
+
+def run_forward(problem, x, w, bias, y, alpha, beta, nthreads, U=None):
+    """Compute ``problem`` into ``y`` and return True, or return False (``y`` untouched)
+    when an operand holds a NaN or an infinity.  ``U``: the filter already transformed."""
+    p = problem
+    with _workspace.scope() as ws:
+        packed = pack_input(p, x, nthreads, ws)
+        if U is None and packed is not None:
+            U = transform_filter(p, w, nthreads, ws.empty(p.filter_size(), p.dtype))
+        if packed is None or U is None:
+            return False
+        # Every scratch element a job reads it has written first (partial tile blocks
+        # repeat their last row), so pooled garbage is never read.
+        scratch = ws.empty(nthreads * p.scratch_per_thread, p.dtype)
+        run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
+        run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
+            p.kchunk, scratch, y, NO_BIAS[p.dtype] if bias is None else bias, alpha, beta,
+            nthreads)
+    return True
+
+
+class WinogradConvolution(Algorithm):
+    """Winograd F(2x2,3x3) convolution of one geometry (3x3 kernel, stride 1, dilation 1).
+
+    Any padding (asymmetric, or larger than 2 on backward-data, which then crops), any
+    spatial size (partial edge tiles), groups and depthwise (run as groups of one channel:
+    correct, but the GEMM then wastes most of its vector lanes), float32 and float64.
+
+    Accuracy, measured on random normal data against a float64 reference, as
+    max |error| / max |reference| in float32 (padding 1): forward 1.9e-7 (C = K = 16,
+    28x28) rising to 1.1e-6 (C = K = 512, 8x8), backward-data 1.9e-7 .. 8.7e-7,
+    backward-weight 3.2e-7 .. 1.3e-6; the direct kernel measures 3.7e-7 .. 3.2e-6 on the
+    same cases.  Bound asserted by the tests: 1e-4 at C = K = 256 and 512, 1e-5 on the
+    shape sweep (float32), 1e-12 in float64.
+
+    Speed (effective GFLOP/s = direct FLOPs / time; ratio to the direct kernel and to
+    PyTorch 2.13 in the same process, 2 threads, float32, on a shared 2-core AVX-512 VM
+    where absolute figures are noisy): ``cconv._dispatch.WINOGRAD_MEASUREMENTS`` holds the
+    ratios that decide ``auto`` and the README the full table (``cconv bench --algos
+    direct,winograd``).
+
+    NaN and Inf: the tile transforms mix a whole 4x4 tile, so a non-finite input would leak
+    into outputs whose window does not contain it (0 * NaN = NaN).  The packing and filter
+    transform note any non-finite operand as they copy it (no extra pass); such calls are
+    then computed by the direct kernel, so NaN and Inf land exactly where the definition
+    puts them.
+    """
+
+    name = "winograd"
+
+    @classmethod
+    def why_not(cls, geom, op):
+        """None if Winograd F(2x2,3x3) can run ``op`` on ``geom``, else the reason."""
+        if (geom.R, geom.S) != (3, 3):
+            return f"Winograd F(2x2,3x3) needs a 3x3 kernel, got {geom.R}x{geom.S}"
+        if tuple(geom.stride) != (1, 1):
+            return f"Winograd F(2x2,3x3) needs stride 1, got stride {tuple(geom.stride)}"
+        if tuple(geom.dilation) != (1, 1):
+            return f"Winograd F(2x2,3x3) needs dilation 1, got dilation {tuple(geom.dilation)}"
+        return None
+
+    def __init__(self, geom):
+        reason = self.why_not(geom, "forward")
+        if reason:
+            raise ValueError(reason)
+        self.geom = geom
+        self._fwd = schedule.forward_problem(geom)
+        self._bwd = schedule.backward_data_problem(geom)
+        self._wgt = schedule.weight_gradient_schedule(geom)
+
+    def _direct(self):
+        """The direct algorithm of this geometry: computes calls with NaN or Inf operands."""
+        return DirectConvolution.for_geometry(self.geom)
+
+    def workspace_bytes(self, op, nthreads):
+        """Bytes one call of ``op`` on ``nthreads`` threads allocates besides its result."""
+        if op == "forward":
+            return int(self._fwd.workspace_bytes(nthreads))
+        if op == "backward_data":
+            return int(self._bwd.workspace_bytes(nthreads))
+        return int(self._wgt.workspace_items(nthreads) * self.geom.dtype.itemsize)
+
+    def prepare_weight(self, w, nthreads):
+        """The transformed filter of ``w`` for :meth:`forward`, or None if not all finite."""
+        U = transform_filter(self._fwd, w, nthreads,
+                             np.empty(self._fwd.filter_size(), self.geom.dtype))
+        return None if U is None else TransformedWeight(self.name, self.geom, U)
+
+    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view).
+
+        ``prepared``: the result of :meth:`prepare_weight` for ``w``, or None."""
+        U = None if prepared is None else prepared.data
+        if not run_forward(self._fwd, x, w, bias, y, alpha, beta, nthreads, U=U):
+            self._direct().forward(x, w, bias, y, alpha, beta, nthreads)
+
+    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+        """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
+        g = self.geom
+        # Rotate 180 degrees and swap channel roles per group: (G, Kg, Cg) -> (G, Cg, Kg).
+        wr = w.reshape(g.groups, g.Kg, g.Cg, 3, 3)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+        if not run_forward(self._bwd, dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta,
+                           nthreads):
+            self._direct().backward_data(dy, w, dx, alpha, beta, nthreads, bias=bias)
+
+    def backward_weight(self, dy, x, nthreads):
+        """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
+        g, s = self.geom, self._wgt
+        p, dt = s.problem, g.dtype
+        with _workspace.scope() as ws:
+            packed_x = pack_input(p, x, nthreads, ws)
+            packed_dy = ws.empty(p.packed_grad_size(), dt)
+            if packed_x is None or _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1,
+                                                      p.KB, 0, 0, 2 * p.tH, 2 * p.tW, nthreads):
+                return self._direct().backward_weight(dy, x, nthreads)
+            partial = ws.empty(s.splits * p.partial_size(), dt)
+            scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
+            run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
+            run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
+                p.tW, p.tblock, s.splits, s.kchunk, s.cchunk, s.parts, scratch, partial,
+                nthreads)
+            # Sum the splits in a fixed order, then dg = G^T P G.
+            grad = np.empty((g.K, g.Cg, 3, 3), dt)
+            getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, s.splits, g.groups,
+                                                             p.Kb, p.Cp, grad, nthreads)
+        return grad

@@ -1,0 +1,208 @@
+"""Sizes and job layouts of Winograd F(2x2,3x3): how a pass is cut into cache-sized jobs.
+
+Everything here is arithmetic on shapes, done once per geometry; nothing touches data.  The
+kernels (``cconv/_kernels/_winograd.pyx.tp``) receive these sizes and check them against the
+buffers they are given.
+
+Glossary (the kernels use the same names):
+
+=========  ===========================================================================
+``tH/tW``  2x2 output tiles per image along height / width (partial edge tiles included)
+``Hp/Wp``  packed (zero-padded) input height / width: ``2 * tiles + 2``
+``KB``     output channels per GEMM column block: two vectors (``2 * VL``)
+``Kb``     number of such output-channel blocks per group
+``block``  input channels per packed channel block (all of a small group, else ``VL``)
+``Cp``     input channels per group after padding to whole blocks
+``ncb``    input-channel blocks per group (``Cp / block``)
+``tblock`` tiles per tile block (a multiple of the GEMM's ``TILE_ROWS``)
+``kchunk`` output-channel blocks one job computes
+=========  ===========================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._simd import winograd as kernels
+
+# Target bytes of one job's transformed input tiles (16 x tiles x channels): L2 is >= 1 MiB
+# on the CPUs we target, and the transformed filters of one channel block share it.
+V_BYTES = 512 * 1024
+# Backward-weight: bytes of one job's partial sums plus transformed tiles (L2 per core).
+WEIGHT_L2_BYTES = 1024 * 1024
+# Forward with a transformed filter above BIG_FILTER_BYTES per group: tile blocks of up to
+# BIG_TILE_BYTES of transformed tiles (see TileProblem).
+BIG_FILTER_BYTES = 8 * 1024 * 1024
+BIG_TILE_BYTES = 4 * 1024 * 1024
+# Upper bound for the per-split partial sums of backward-weight.
+PARTIAL_BYTES = 64 * 1024 * 1024
+# Backward-weight input-channel chunk: 128 (not 112, which fills the 14-row GEMM tiles
+# exactly) measured faster on res4 and res5, since each chunk repeats the transform of dy.
+WEIGHT_CHANNEL_CHUNK = 128
+
+
+def padded_channels(Cg, vl):
+    """Channels of the packed input: channels are the scalar (broadcast) side of the GEMM,
+    so any count works and small groups stay unpadded; larger ones use vector-wide blocks."""
+    return Cg if Cg <= 2 * vl else -(-Cg // vl) * vl
+
+
+class TileProblem:
+    """Sizes of one Winograd forward convolution (the layer's, or backward-data's)."""
+
+    def __init__(self, N, G, Cg, H, W, Kg, pads, dtype, tile_bytes=None, min_blocks=8,
+                 tile_channels=None, matrices=16, budget_extra=0):
+        (pt, pb), (pl, pr) = pads
+        self.N, self.G, self.Cg, self.Kg, self.dtype = N, G, Cg, Kg, dtype
+        self.pt, self.pl = pt, pl
+        self.OH, self.OW = H + pt + pb - 2, W + pl + pr - 2
+        self.tH, self.tW = -(-self.OH // 2), -(-self.OW // 2)
+        self.Hp, self.Wp = 2 * self.tH + 2, 2 * self.tW + 2
+        vl = kernels.VECTOR_LENGTH[dtype.name]
+        self.KB = 2 * vl
+        self.Kb = -(-Kg // self.KB)
+        self.block = Cg if Cg <= 2 * vl else vl
+        self.Cp = padded_channels(Cg, vl)
+        self.ncb = self.Cp // self.block
+        rows = kernels.TILE_ROWS
+        tile_bytes = V_BYTES if tile_bytes is None else tile_bytes
+        # Tile blocks are numbered across the batch (a block may hold several small images),
+        # TILE_ROWS-multiples so the GEMM rows are full; at most what fits the cache, and
+        # small enough for min_blocks blocks per group when the batch has the tiles.
+        # tile_channels, matrices: channels and transformed matrices of one job (backward-
+        # weight splits both); budget_extra: more elements per tile and matrix that share
+        # tile_bytes (backward-weight's transformed dy of one output block).
+        total = N * self.tH * self.tW
+        cc = self.Cp if tile_channels is None else tile_channels
+        pad = kernels.MATRIX_PAD[dtype.name]
+        # Backward-weight pads each transformed tile row by 64 bytes (see its kernel).
+        row = cc if tile_channels is None else cc + pad
+        per_rows = matrices * rows * (row + budget_extra) * dtype.itemsize
+        self.tblock = rows * max(1, min(16, tile_bytes // per_rows, total // (rows * min_blocks)))
+        # Forward jobs (tile block, chunk of output-channel blocks).  Each tile block reads
+        # the whole transformed filter U; when U is far larger than the L2 cache (512
+        # channels: 16 MiB per group) that traffic dominates, so blocks grow to a bigger
+        # budget (fewer passes over U) and output-channel chunks restore the job count.
+        # Measured at 2 threads: vgg16.conv4_2 forward 116-124 -> 89-92 ms, res5 15.3 ->
+        # 12.9 ms; at 256 channels (U = 4 MiB) bigger blocks were slower (res4 6.5 -> 7.0).
+        self.kchunk = self.Kb
+        u_group = 16 * self.Cp * self.Kb * self.KB * dtype.itemsize
+        if tile_channels is None and u_group > BIG_FILTER_BYTES:
+            row_groups = -(-total // rows)
+            per_block = max(1, min(16, BIG_TILE_BYTES // per_rows))
+            nblocks = -(-row_groups // per_block)
+            self.tblock = rows * -(-row_groups // nblocks)
+            nkc = min(self.Kb, -(-8 // (G * nblocks)))
+            self.kchunk = -(-self.Kb // nkc)
+        self.scratch_per_thread = (matrices * (self.tblock * row + pad)
+                                   + matrices * (self.tblock * self.KB + pad))
+
+    def packed_input_size(self):
+        """Elements of the zero-padded, channel-blocked input ``[N][G][ncb][Hp][Wp][block]``."""
+        return self.N * self.G * self.ncb * self.Hp * self.Wp * self.block
+
+    def filter_size(self):
+        """Elements of the transformed filter ``U [G][Kb][16][Cp][KB]``."""
+        return self.G * self.Kb * 16 * self.Cp * self.KB
+
+    # Backward-weight's operands: dy packed in blocks of KB output channels, and the 16
+    # transformed-gradient matrices of one split (the same shape as the transformed filter).
+    def packed_grad_size(self):
+        """Elements of backward-weight's blocked ``dy``."""
+        return self.N * self.G * self.Kb * 2 * self.tH * 2 * self.tW * self.KB
+
+    def partial_size(self):
+        """Elements of one split's partial sums (shaped like the transformed filter)."""
+        return self.filter_size()
+
+    def workspace_bytes(self, nthreads):
+        """Bytes of a forward call's packed input, transformed filter and scratch."""
+        return (self.packed_input_size() + self.filter_size()
+                + nthreads * self.scratch_per_thread) * self.dtype.itemsize
+
+
+
+
+def forward_problem(geom):
+    """The forward pass of ``geom`` as a :class:`TileProblem`."""
+    g = geom
+    return TileProblem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype)
+
+
+def backward_data_problem(geom):
+    """Backward-data of ``geom`` as the forward :class:`TileProblem` it is: ``dy`` convolved
+    with the rotated filter, channel roles swapped, padded by ``2 - pad`` (negative: crop)."""
+    g = geom
+    (pt, pb), (pl, pr) = g.pads
+    problem = TileProblem(g.N, g.groups, g.Kg, g.OH, g.OW, g.Cg,
+                          ((2 - pt, 2 - pb), (2 - pl, 2 - pr)), g.dtype)
+    assert (problem.OH, problem.OW) == (g.H, g.W)
+    return problem
+
+
+@dataclass(frozen=True)
+class WeightGradientSchedule:
+    """How backward-weight is cut into jobs.
+
+    A job (split, group, input-channel chunk, output-channel chunk, ``16 / parts`` of the
+    transformed matrices) walks its tile blocks once; one input transform per tile block
+    serves all of the chunk's output-channel blocks.
+
+    Attributes
+    ----------
+    problem : TileProblem
+        Sizes, with tiles budgeted for one job's channels and matrices.
+    parts : int
+        1, or 2 when jobs take half of the 16 matrices each.
+    kchunk : int
+        Output-channel blocks per job.
+    cchunk : int
+        Input-channel blocks per job.
+    splits : int
+        Partial sums over the tiles, summed in order afterwards.  Fixed by the shape, never
+        by the thread count, so results are bitwise the same on any number of threads.
+    """
+
+    problem: TileProblem
+    parts: int
+    kchunk: int
+    cchunk: int
+    splits: int
+
+    def workspace_items(self, nthreads):
+        """Elements of scratch one backward-weight call on ``nthreads`` threads uses."""
+        p = self.problem
+        return (p.packed_input_size() + p.packed_grad_size() + self.splits * p.partial_size()
+                + nthreads * p.scratch_per_thread)
+
+
+def weight_gradient_schedule(geom):
+    """The :class:`WeightGradientSchedule` of ``geom``.
+
+    The partial sums of a job (kchunk x matrices x channels x KB) and its transformed tiles
+    stay within ``WEIGHT_L2_BYTES`` together.  When the output channels do not fit one
+    chunk, jobs take half of the matrices: the two halves of an input transform cost about
+    one whole transform, where another output chunk would repeat it.
+    """
+    g = geom
+    vl = kernels.VECTOR_LENGTH[g.dtype.name]
+    cc = min(padded_channels(g.Cg, vl), WEIGHT_CHANNEL_CHUNK)
+    Kb = -(-g.Kg // (2 * vl))
+    p_block = 16 * cc * 2 * vl * g.dtype.itemsize
+    parts = 1
+    if WEIGHT_L2_BYTES // 2 // p_block < Kb:
+        parts = 2
+        p_block //= 2
+    kchunk = max(1, min(Kb, WEIGHT_L2_BYTES // 2 // p_block))
+    # With one block the tiles take the whole budget: longer reductions per load and store
+    # of the partial sums.
+    tile_bytes = (WEIGHT_L2_BYTES if kchunk == 1
+                  else max(WEIGHT_L2_BYTES - kchunk * p_block, WEIGHT_L2_BYTES // 2))
+    p = TileProblem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype, tile_bytes=tile_bytes,
+                    min_blocks=1, tile_channels=cc, matrices=16 // parts, budget_extra=2 * vl)
+    cchunk = cc // p.block
+    jobs = g.groups * -(-p.Kb // kchunk) * -(-p.ncb // cchunk) * parts
+    blocks = -(-(g.N * p.tH * p.tW) // p.tblock)
+    psize = p.partial_size() * g.dtype.itemsize
+    splits = max(1, min(-(-8 // jobs), blocks, PARTIAL_BYTES // psize))
+    return WeightGradientSchedule(p, parts, kchunk, cchunk, splits)
