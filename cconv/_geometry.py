@@ -17,6 +17,9 @@ import numpy as np
 LAYOUTS = ("NCHW", "NHWC")
 WEIGHT_LAYOUTS = ("OIHW", "HWIO")
 PADDING_STRINGS = ("valid", "same", "same_upper", "same_lower")
+# Dtypes the kernels compute in, and those accepted (float16 is computed in float32).
+COMPUTE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+ACCEPTED_DTYPES = (np.dtype(np.float16),) + COMPUTE_DTYPES
 # What the fused backward functions can compute.
 NEEDS = ("data", "weight", "bias")
 _INT64_MAX = 2**63 - 1
@@ -213,9 +216,9 @@ def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilati
 
 
 def check_dtype(dtype, name):
-    """Raise TypeError unless ``dtype`` is float16, float32 or float64."""
+    """Raise TypeError unless ``dtype`` is one of ``ACCEPTED_DTYPES`` (either byte order)."""
     dtype = np.dtype(dtype)
-    if dtype.kind != "f" or dtype.itemsize not in (2, 4, 8):
+    if dtype.kind != "f" or dtype.newbyteorder("=") not in ACCEPTED_DTYPES:
         raise TypeError(f"{name} has dtype {dtype}; cconv computes in float16, float32 or "
                         f"float64 (convert explicitly)")
     return dtype

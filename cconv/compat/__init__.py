@@ -1,6 +1,6 @@
 """Compatibility adapters: other libraries' convolution calling conventions on cconv.
 
-Each module keeps one seed system's names, argument order, array layouts and edge-case
+Each module keeps one library's names, argument order, array layouts and edge-case
 semantics, and translates them into a single call to the public core API
 (``cconv.conv2d``, ``conv2d_backward_data``, ``conv2d_backward_weight``,
 ``conv2d_backward_bias``, ``conv_transpose2d``, ``plan_conv2d``, ``find_algorithms``).
@@ -9,7 +9,8 @@ transposing / flipping / reshaping views and (for MIOpen's bias calls) a broadca
 
     from cconv.compat import arrayfire   # convolve2_nn, convolve2_gradient_nn   (d0, d1, C, N)
     from cconv.compat import tensorflow  # conv2d, depthwise_conv2d_native, backprops (NHWC)
-    from cconv.compat import onednn      # Graph API convolution_forward / _backward_data / _backward_weights
+    from cconv.compat import onednn      # Graph API convolution_forward / _backward_data /
+                                         #   _backward_weights
     from cconv.compat import miopen      # ConvolutionDescriptor, Find, execute with alpha/beta
 
 Padding is always resolved to explicit per-side amounts here (TensorFlow "SAME", oneDNN
@@ -55,20 +56,13 @@ def _pair(value, what):
     return (_int(items[0], what), _int(items[1], what))
 
 
+# The "same" padding rule and the output size have one home, cconv._geometry; the adapters
+# use them under these names.
+from .._geometry import conv_output_size as _conv_out  # noqa: E402,F401
+from .._geometry import same_pads as _geometry_same_pads  # noqa: E402
+
+
 def _same_pads(in_size, kernel, stride, dilation, lower=False):
-    """TensorFlow / ONNX / oneDNN "SAME" rule for one spatial axis -> (begin, end).
-
-    The output size is ceil(in / stride); the padding needed to get it is split in two, the odd
-    extra going to the end ("same_upper", TensorFlow) or to the beginning ("same_lower").
-    """
-    eff = (kernel - 1) * dilation + 1
-    out = -(-in_size // stride)
-    total = max((out - 1) * stride + eff - in_size, 0)
-    begin = (total + 1) // 2 if lower else total // 2
-    return (begin, total - begin)
-
-
-def _conv_out(in_size, kernel, stride, dilation, pad_begin, pad_end):
-    """Forward convolution output size along one axis (floor rule)."""
-    eff = (kernel - 1) * dilation + 1
-    return (in_size + pad_begin + pad_end - eff) // stride + 1
+    """TensorFlow / ONNX / oneDNN "SAME" padding for one axis -> (begin, end); the odd extra
+    pixel goes to the end ("same_upper", TensorFlow) or to the beginning ("same_lower")."""
+    return _geometry_same_pads(in_size, kernel, stride, dilation, lower)

@@ -55,7 +55,11 @@ _GRAD_NAMES = {
     "conv_gradient_data": "data",
     "conv_gradient_bias": "bias",
 }
-_GRAD_INTS = {AF_CONV_GRADIENT_FILTER: "filter", AF_CONV_GRADIENT_DATA: "data", AF_CONV_GRADIENT_BIAS: "bias"}
+_GRAD_INTS = {
+    AF_CONV_GRADIENT_FILTER: "filter",
+    AF_CONV_GRADIENT_DATA: "data",
+    AF_CONV_GRADIENT_BIAS: "bias",
+}
 
 
 def _grad_kind(grad_type):
@@ -71,7 +75,8 @@ def _grad_kind(grad_type):
     if kind == 0:
         raise ValueError(
             "grad_type AF_CONV_GRADIENT_DEFAULT (0) does not name one gradient; pass 'filter' "
-            "(AF_CONV_GRADIENT_FILTER=1), 'data' (AF_CONV_GRADIENT_DATA=2) or 'bias' (AF_CONV_GRADIENT_BIAS=3)"
+            "(AF_CONV_GRADIENT_FILTER=1), 'data' (AF_CONV_GRADIENT_DATA=2) or 'bias' "
+            "(AF_CONV_GRADIENT_BIAS=3)"
         )
     if kind is None:
         raise ValueError(
@@ -108,7 +113,9 @@ def _flipped_oihw(filt):
     return filt.transpose(3, 2, 1, 0)[:, :, ::-1, ::-1]
 
 
-def convolve2_nn(signal, filter, stride=(1, 1), padding=(0, 0), dilation=(1, 1), *, algo="auto", num_threads=None):
+def convolve2_nn(
+    signal, filter, stride=(1, 1), padding=(0, 0), dilation=(1, 1), *, algo="auto", num_threads=None
+):
     """ArrayFire ``convolve2NN``: signal (d0, d1, C, N) convolved with filter (f0, f1, C, K).
 
     Returns (o0, o1, K, N). ``stride``, ``padding`` and ``dilation`` are ints or (d0, d1) pairs.
@@ -120,7 +127,13 @@ def convolve2_nn(signal, filter, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
             f"signal has {x.shape[2]} channels (dimension 2 of shape {x.shape}) but filter expects "
             f"{w.shape[2]} (dimension 2 of shape {w.shape})"
         )
-    y = _cc.conv2d(_nchw(x), _flipped_oihw(w), algo=algo, num_threads=num_threads, **_geometry(stride, padding, dilation))
+    y = _cc.conv2d(
+        _nchw(x),
+        _flipped_oihw(w),
+        algo=algo,
+        num_threads=num_threads,
+        **_geometry(stride, padding, dilation),
+    )
     return np.asarray(y).transpose(3, 2, 1, 0)
 
 
@@ -149,7 +162,9 @@ def convolve2_gradient_nn(
         co = np.shape(convolved_output)
         co = tuple(co) + (1,) * (4 - len(co))
         if co != g.shape:
-            raise ValueError(f"incoming_gradient shape {g.shape} differs from convolved_output shape {co}")
+            raise ValueError(
+                f"incoming_gradient shape {g.shape} differs from convolved_output shape {co}"
+            )
     if kind == "bias":
         return np.asarray(_cc.conv2d_backward_bias(_nchw(g), layout="NCHW"))
     x = _as4(original_signal, "original_signal")
@@ -162,5 +177,7 @@ def convolve2_gradient_nn(
         return np.asarray(dx).transpose(3, 2, 1, 0)
     # filter: gradient w.r.t. the flipped (cross-correlation) weight, flipped back.
     k_oihw = (w.shape[3], w.shape[2], w.shape[1], w.shape[0])
-    dw = _cc.conv2d_backward_weight(_nchw(g), _nchw(x), k_oihw, algo=algo, num_threads=num_threads, **geo)
+    dw = _cc.conv2d_backward_weight(
+        _nchw(g), _nchw(x), k_oihw, algo=algo, num_threads=num_threads, **geo
+    )
     return np.asfortranarray(np.asarray(dw)[:, :, ::-1, ::-1].transpose(3, 2, 1, 0))

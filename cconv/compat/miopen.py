@@ -79,8 +79,14 @@ globals().update({name: name for table in (_FWD, _BWD_DATA, _BWD_WEIGHTS) for na
 __all__ += [name for table in (_FWD, _BWD_DATA, _BWD_WEIGHTS) for name in table]
 
 _DIRECTIONS = {"forward": _FWD, "backward_data": _BWD_DATA, "backward_weights": _BWD_WEIGHTS}
-_MODES = {"convolution": "convolution", "miopenconvolution": "convolution", "transpose": "transpose",
-          "miopentranspose": "transpose", 0: "convolution", 1: "transpose"}
+_MODES = {
+    "convolution": "convolution",
+    "miopenconvolution": "convolution",
+    "transpose": "transpose",
+    "miopentranspose": "transpose",
+    0: "convolution",
+    1: "transpose",
+}
 
 
 def _spatial_list(value, what):
@@ -90,7 +96,8 @@ def _spatial_list(value, what):
     items = [_int(v, what) for v in value]
     if len(items) != 2:
         raise ValueError(
-            f"{what} has {len(items)} spatial dimensions ({list(items)}); cconv supports 2-D convolution only"
+            f"{what} has {len(items)} spatial dimensions ({list(items)}); "
+            "cconv supports 2-D convolution only"
         )
     return tuple(items)
 
@@ -108,7 +115,10 @@ class ConvolutionDescriptor:
     def __init__(self, mode="convolution", pad=(0, 0), stride=(1, 1), dilation=(1, 1)):
         key = mode.lower() if isinstance(mode, str) else mode
         if isinstance(key, bool) or key not in _MODES:
-            raise ValueError(f"mode must be 'convolution' or 'transpose' (miopenConvolution / miopenTranspose), got {mode!r}")
+            raise ValueError(
+                "mode must be 'convolution' or 'transpose' (miopenConvolution / miopenTranspose), "
+                f"got {mode!r}"
+            )
         self.mode = _MODES[key]
         self.pad = _spatial_list(pad, "pad")
         self.stride = _spatial_list(stride, "stride")
@@ -125,9 +135,11 @@ class ConvolutionDescriptor:
     spatial_dim = 2
 
     def __repr__(self):
-        return (f"ConvolutionDescriptor(mode={self.mode!r}, pad={self.pad}, stride={self.stride}, "
-                f"dilation={self.dilation}, group_count={self.group_count}, "
-                f"transpose_output_padding={self.transpose_output_padding})")
+        return (
+            f"ConvolutionDescriptor(mode={self.mode!r}, pad={self.pad}, stride={self.stride}, "
+            f"dilation={self.dilation}, group_count={self.group_count}, "
+            f"transpose_output_padding={self.transpose_output_padding})"
+        )
 
     def set_group_count(self, group_count):
         g = _int(group_count, "group_count")
@@ -150,20 +162,23 @@ class ConvolutionDescriptor:
         if self.mode == "convolution":
             if x_shape[1] != w_shape[1] * g or w_shape[0] % g != 0:
                 raise ValueError(
-                    f"Channels do not match for the filter: x has {x_shape[1]} channels, w {w_shape} with "
-                    f"group_count {g} expects {w_shape[1] * g} (and K={w_shape[0]} divisible by {g})"
+                    f"Channels do not match for the filter: x has {x_shape[1]} channels, "
+                    f"w {w_shape} with group_count {g} expects {w_shape[1] * g} "
+                    f"(and K={w_shape[0]} divisible by {g})"
                 )
         else:
             if x_shape[1] != w_shape[0] or w_shape[0] % g != 0:
                 raise ValueError(
-                    f"Channels do not match for the filter: transpose mode needs x channels ({x_shape[1]}) == "
-                    f"w[0] ({w_shape[0]}), divisible by group_count {g}"
+                    "Channels do not match for the filter: transpose mode needs "
+                    f"x channels ({x_shape[1]}) == w[0] ({w_shape[0]}), "
+                    f"divisible by group_count {g}"
                 )
             for i in range(2):
                 if self.transpose_output_padding[i] >= self.stride[i]:
                     raise ValueError(
-                        f"Output shape doesn't match due to invalid output padding: transpose output padding "
-                        f"{self.transpose_output_padding} must be smaller than the stride {self.stride}"
+                        "Output shape doesn't match due to invalid output padding: "
+                        f"transpose output padding {self.transpose_output_padding} "
+                        f"must be smaller than the stride {self.stride}"
                     )
 
     def get_forward_output_dim(self, x_shape, w_shape):
@@ -176,20 +191,36 @@ class ConvolutionDescriptor:
             n_in, k = x_shape[2 + i], w_shape[2 + i]
             eff = self.dilation[i] * (k - 1) + 1
             if self.mode == "transpose":
-                size = self.stride[i] * (n_in - 1) + eff - 2 * self.pad[i] + self.transpose_output_padding[i]
+                size = (
+                    self.stride[i] * (n_in - 1)
+                    + eff
+                    - 2 * self.pad[i]
+                    + self.transpose_output_padding[i]
+                )
             else:
-                size = (n_in + 2 * self.pad[i] - eff) // self.stride[i] + 1 if n_in + 2 * self.pad[i] >= eff else 0
+                size = (
+                    (n_in + 2 * self.pad[i] - eff) // self.stride[i] + 1
+                    if n_in + 2 * self.pad[i] >= eff
+                    else 0
+                )
             if size < 1:
                 raise ValueError(
-                    f"output size along {'HW'[i]} would be {size} for input {x_shape}, filter {w_shape}, {self!r}"
+                    f"output size along {'HW'[i]} would be {size} for input {x_shape}, "
+                    f"filter {w_shape}, {self!r}"
                 )
             out.append(size)
         c = w_shape[1] * self.group_count if self.mode == "transpose" else w_shape[0]
         return (x_shape[0], c, out[0], out[1])
 
     def _kwargs(self):
-        return dict(stride=self.stride, padding=self.pad, dilation=self.dilation, groups=self.group_count,
-                    layout="NCHW", weight_layout="OIHW")
+        return dict(
+            stride=self.stride,
+            padding=self.pad,
+            dilation=self.dilation,
+            groups=self.group_count,
+            layout="NCHW",
+            weight_layout="OIHW",
+        )
 
     def _conv_problem(self, direction, x_shape, w_shape):
         """The ordinary convolution (its input shape, cconv op) that runs for a MIOpen direction.
@@ -197,10 +228,18 @@ class ConvolutionDescriptor:
         ``x_shape`` is MIOpen's x (the forward input in either mode).
         """
         if self.mode == "convolution":
-            op = {"forward": "forward", "backward_data": "backward_data", "backward_weights": "backward_weight"}
+            op = {
+                "forward": "forward",
+                "backward_data": "backward_data",
+                "backward_weights": "backward_weight",
+            }
             return x_shape, op[direction]
         y_shape = self.get_forward_output_dim(x_shape, w_shape)  # transposed output = conv input
-        op = {"forward": "backward_data", "backward_data": "forward", "backward_weights": "backward_weight"}
+        op = {
+            "forward": "backward_data",
+            "backward_data": "forward",
+            "backward_weights": "backward_weight",
+        }
         return y_shape, op[direction]
 
 
@@ -211,7 +250,9 @@ def _check_desc(desc):
 
 def _check_same(what, got, want):
     if tuple(got) != tuple(want):
-        raise ValueError(f"{what} has shape {tuple(got)} but the descriptor and inputs give {tuple(want)}")
+        raise ValueError(
+            f"{what} has shape {tuple(got)} but the descriptor and inputs give {tuple(want)}"
+        )
 
 
 def _dtype(*arrays, default="float32"):
@@ -241,7 +282,11 @@ def _workspace(desc, conv_x_shape, w_shape, dtype):
 def convolution_forward_get_workspace_size(desc, w_shape, x_shape, y_shape, *, dtype=None):
     """``miopenConvolutionForwardGetWorkSpaceSize`` (shapes or arrays) -> bytes."""
     _check_desc(desc)
-    x_s, w_s, y_s = _shape(x_shape, "x_shape"), _shape(w_shape, "w_shape"), _shape(y_shape, "y_shape")
+    x_s, w_s, y_s = (
+        _shape(x_shape, "x_shape"),
+        _shape(w_shape, "w_shape"),
+        _shape(y_shape, "y_shape"),
+    )
     _check_same("y", y_s, desc.get_forward_output_dim(x_s, w_s))
     conv_x, _ = desc._conv_problem("forward", x_s, w_s)
     return _workspace(desc, conv_x, w_s, dtype or _dtype(x_shape, w_shape))
@@ -250,16 +295,26 @@ def convolution_forward_get_workspace_size(desc, w_shape, x_shape, y_shape, *, d
 def convolution_backward_data_get_workspace_size(desc, dy_shape, w_shape, dx_shape, *, dtype=None):
     """``miopenConvolutionBackwardDataGetWorkSpaceSize`` -> bytes."""
     _check_desc(desc)
-    dy_s, w_s, dx_s = _shape(dy_shape, "dy_shape"), _shape(w_shape, "w_shape"), _shape(dx_shape, "dx_shape")
+    dy_s, w_s, dx_s = (
+        _shape(dy_shape, "dy_shape"),
+        _shape(w_shape, "w_shape"),
+        _shape(dx_shape, "dx_shape"),
+    )
     _check_same("dy", dy_s, desc.get_forward_output_dim(dx_s, w_s))
     conv_x, _ = desc._conv_problem("backward_data", dx_s, w_s)
     return _workspace(desc, conv_x, w_s, dtype or _dtype(dy_shape, w_shape))
 
 
-def convolution_backward_weights_get_workspace_size(desc, dy_shape, x_shape, dw_shape, *, dtype=None):
+def convolution_backward_weights_get_workspace_size(
+    desc, dy_shape, x_shape, dw_shape, *, dtype=None
+):
     """``miopenConvolutionBackwardWeightsGetWorkSpaceSize`` -> bytes."""
     _check_desc(desc)
-    dy_s, x_s, dw_s = _shape(dy_shape, "dy_shape"), _shape(x_shape, "x_shape"), _shape(dw_shape, "dw_shape")
+    dy_s, x_s, dw_s = (
+        _shape(dy_shape, "dy_shape"),
+        _shape(x_shape, "x_shape"),
+        _shape(dw_shape, "dw_shape"),
+    )
     _check_same("dy", dy_s, desc.get_forward_output_dim(x_s, dw_s))
     conv_x, _ = desc._conv_problem("backward_weights", x_s, dw_s)
     return _workspace(desc, conv_x, dw_s, dtype or _dtype(dy_shape, x_shape))
@@ -287,9 +342,12 @@ def _find(desc, direction, x_s, w_s, dtype, request_algo_count, workspace_size):
     return results
 
 
-def find_convolution_forward_algorithm(desc, x, w, y, *, request_algo_count=None, workspace_size=None,
-                                       exhaustive_search=False):
-    """``miopenFindConvolutionForwardAlgorithm``: time the usable algorithms -> [ConvAlgoPerf], fastest first.
+def find_convolution_forward_algorithm(
+    desc, x, w, y, *, request_algo_count=None, workspace_size=None, exhaustive_search=False
+):
+    """``miopenFindConvolutionForwardAlgorithm``: time the usable algorithms.
+
+    Returns [ConvAlgoPerf], fastest first.
 
     Only shapes and dtype of ``x``, ``w``, ``y`` are used (``y`` is not written).
     ``workspace_size`` (bytes) drops algorithms needing more, as MIOpen does.
@@ -300,22 +358,28 @@ def find_convolution_forward_algorithm(desc, x, w, y, *, request_algo_count=None
     return _find(desc, "forward", x_s, w_s, _dtype(x, w), request_algo_count, workspace_size)
 
 
-def find_convolution_backward_data_algorithm(desc, dy, w, dx, *, request_algo_count=None, workspace_size=None,
-                                             exhaustive_search=False):
+def find_convolution_backward_data_algorithm(
+    desc, dy, w, dx, *, request_algo_count=None, workspace_size=None, exhaustive_search=False
+):
     """``miopenFindConvolutionBackwardDataAlgorithm`` -> [ConvAlgoPerf], fastest first."""
     _check_desc(desc)
     dx_s, w_s = _shape(dx, "dx"), _shape(w, "w")
     _check_same("dy", _shape(dy, "dy"), desc.get_forward_output_dim(dx_s, w_s))
-    return _find(desc, "backward_data", dx_s, w_s, _dtype(dy, w), request_algo_count, workspace_size)
+    return _find(
+        desc, "backward_data", dx_s, w_s, _dtype(dy, w), request_algo_count, workspace_size
+    )
 
 
-def find_convolution_backward_weights_algorithm(desc, dy, x, dw, *, request_algo_count=None, workspace_size=None,
-                                                exhaustive_search=False):
+def find_convolution_backward_weights_algorithm(
+    desc, dy, x, dw, *, request_algo_count=None, workspace_size=None, exhaustive_search=False
+):
     """``miopenFindConvolutionBackwardWeightsAlgorithm`` -> [ConvAlgoPerf], fastest first."""
     _check_desc(desc)
     x_s, w_s = _shape(x, "x"), _shape(dw, "dw")
     _check_same("dy", _shape(dy, "dy"), desc.get_forward_output_dim(x_s, w_s))
-    return _find(desc, "backward_weights", x_s, w_s, _dtype(dy, x), request_algo_count, workspace_size)
+    return _find(
+        desc, "backward_weights", x_s, w_s, _dtype(dy, x), request_algo_count, workspace_size
+    )
 
 
 # ------------------------------------------------------------------------------ execute
@@ -384,8 +448,16 @@ def convolution_forward(alpha, x, w, desc, algo, beta, y):
     if desc.mode == "convolution":
         return _run(_cc.conv2d, (x, w), y, alpha, beta, algo=a, **kw)
     del kw["weight_layout"]
-    return _run(_cc.conv_transpose2d, (x, w), y, alpha, beta, algo=a,
-                output_padding=desc.transpose_output_padding, **kw)
+    return _run(
+        _cc.conv_transpose2d,
+        (x, w),
+        y,
+        alpha,
+        beta,
+        algo=a,
+        output_padding=desc.transpose_output_padding,
+        **kw,
+    )
 
 
 def convolution_backward_data(alpha, dy, w, desc, algo, beta, dx):
@@ -401,12 +473,17 @@ def convolution_backward_data(alpha, dy, w, desc, algo, beta, dx):
     _check_out(dx, "dx", dx.shape)
     a = _algo(algo, "backward_data")
     if desc.mode == "convolution":
-        return _run(_cc.conv2d_backward_data, (dy, w, dx.shape), dx, alpha, beta, algo=a, **desc._kwargs())
+        return _run(
+            _cc.conv2d_backward_data, (dy, w, dx.shape), dx, alpha, beta, algo=a, **desc._kwargs()
+        )
     return _run(_cc.conv2d, (dy, w), dx, alpha, beta, algo=a, **desc._kwargs())
 
 
 def convolution_backward_weights(alpha, dy, x, desc, algo, beta, dw):
-    """``miopenConvolutionBackwardWeights``: dw = alpha * dL/dw + beta * dw, in place (returns dw)."""
+    """``miopenConvolutionBackwardWeights``: dw = alpha * dL/dw + beta * dw, in place.
+
+    Returns dw.
+    """
     _check_desc(desc)
     dy, x = np.asarray(dy), np.asarray(x)
     if not isinstance(dw, np.ndarray):
@@ -415,10 +492,14 @@ def convolution_backward_weights(alpha, dy, x, desc, algo, beta, dw):
     _check_out(dw, "dw", dw.shape)
     a = _algo(algo, "backward_weights")
     if desc.mode == "convolution":
-        return _run(_cc.conv2d_backward_weight, (dy, x, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs())
+        return _run(
+            _cc.conv2d_backward_weight, (dy, x, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs()
+        )
     # transposed conv y = T(x, w) is the data gradient of conv(y', w); its weight gradient is that
     # conv's weight gradient with dy as the conv input and x as the conv's output gradient.
-    return _run(_cc.conv2d_backward_weight, (x, dy, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs())
+    return _run(
+        _cc.conv2d_backward_weight, (x, dy, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs()
+    )
 
 
 # ------------------------------------------------------------------------------ bias
@@ -432,9 +513,14 @@ def _bias_vector(b, k, what):
 
 
 def convolution_forward_bias(alpha, b, beta, y):
-    """``miopenConvolutionForwardBias``: y = alpha * b (broadcast over N, H, W) + beta * y, in place."""
+    """``miopenConvolutionForwardBias``: y = alpha * b + beta * y, in place.
+
+    ``b`` is broadcast over N, H and W.
+    """
     if not isinstance(y, np.ndarray) or y.ndim != 4:
-        raise ValueError(f"y must be a 4-D NCHW NumPy array, got {getattr(y, 'shape', type(y).__name__)}")
+        raise ValueError(
+            f"y must be a 4-D NCHW NumPy array, got {getattr(y, 'shape', type(y).__name__)}"
+        )
     if not y.flags.writeable:
         raise ValueError("y must be writeable")
     bb = _bias_vector(b, y.shape[1], "b")

@@ -3,7 +3,8 @@
 Attributes are those of the Graph API ops (2-D only):
 
 * ``data_format``: ``"NXC"`` (default; arrays (N, H, W, C)) or ``"NCX"`` ((N, C, H, W)).
-* ``weights_format``: ``"XIO"`` (default; (KH, KW, C/groups, K)) or ``"OIX"`` ((K, C/groups, KH, KW)).
+* ``weights_format``: ``"XIO"`` (default; (KH, KW, C/groups, K)) or ``"OIX"``
+  ((K, C/groups, KH, KW)).
 * ``strides``, ``pads_begin``, ``pads_end``, ``dilations``: ints or (h, w) lists. Graph API
   dilations count like PyTorch's: ``1`` means no dilation (the oneDNN *primitive* API's 0).
 * ``auto_pad``: ``"none"`` (use ``pads_begin`` / ``pads_end``), ``"valid"`` (no padding),
@@ -39,7 +40,17 @@ _AUTO_PAD = ("none", "valid", "same_upper", "same_lower")
 
 
 class _Attrs:
-    def __init__(self, strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format):
+    def __init__(
+        self,
+        strides,
+        pads_begin,
+        pads_end,
+        dilations,
+        auto_pad,
+        groups,
+        data_format,
+        weights_format,
+    ):
         if data_format not in _LAYOUTS:
             raise ValueError(f"data_format must be 'NXC' or 'NCX', got {data_format!r}")
         if weights_format not in _WEIGHT_LAYOUTS:
@@ -56,11 +67,15 @@ class _Attrs:
         if min(self.stride) < 1:
             raise ValueError(f"strides must be positive, got {strides!r}")
         if min(self.dilation) < 1:
-            raise ValueError(f"dilations must be >= 1 (1 = no dilation in the Graph API), got {dilations!r}")
+            raise ValueError(
+                f"dilations must be >= 1 (1 = no dilation in the Graph API), got {dilations!r}"
+            )
         self.pads_begin = _pair(pads_begin, "pads_begin")
         self.pads_end = _pair(pads_end, "pads_end")
         if min(self.pads_begin + self.pads_end) < 0:
-            raise ValueError(f"pads_begin / pads_end must be non-negative, got {pads_begin!r} / {pads_end!r}")
+            raise ValueError(
+                f"pads_begin / pads_end must be non-negative, got {pads_begin!r} / {pads_end!r}"
+            )
         self.groups = _int(groups, "groups")
         if self.groups < 1:
             raise ValueError(f"groups must be positive, got {groups!r}")
@@ -76,7 +91,9 @@ class _Attrs:
         return (n, hw[0], hw[1], c) if self.layout == "NHWC" else (n, c, hw[0], hw[1])
 
     def kernel(self, w_shape):
-        return (w_shape[0], w_shape[1]) if self.weight_layout == "HWIO" else (w_shape[2], w_shape[3])
+        return (
+            (w_shape[0], w_shape[1]) if self.weight_layout == "HWIO" else (w_shape[2], w_shape[3])
+        )
 
     def out_channels(self, w_shape):
         return w_shape[3] if self.weight_layout == "HWIO" else w_shape[0]
@@ -87,15 +104,27 @@ class _Attrs:
             return ((0, 0), (0, 0))
         if self.auto_pad in ("same_upper", "same_lower"):
             lower = self.auto_pad == "same_lower"
-            return tuple(_same_pads(in_hw[i], k_hw[i], self.stride[i], self.dilation[i], lower) for i in range(2))
+            return tuple(
+                _same_pads(in_hw[i], k_hw[i], self.stride[i], self.dilation[i], lower)
+                for i in range(2)
+            )
         return tuple((self.pads_begin[i], self.pads_end[i]) for i in range(2))
 
     def out_hw(self, in_hw, k_hw, pads):
-        return tuple(_conv_out(in_hw[i], k_hw[i], self.stride[i], self.dilation[i], *pads[i]) for i in range(2))
+        return tuple(
+            _conv_out(in_hw[i], k_hw[i], self.stride[i], self.dilation[i], *pads[i])
+            for i in range(2)
+        )
 
     def kwargs(self, pads):
-        return dict(stride=self.stride, padding=pads, dilation=self.dilation, groups=self.groups,
-                    layout=self.layout, weight_layout=self.weight_layout)
+        return dict(
+            stride=self.stride,
+            padding=pads,
+            dilation=self.dilation,
+            groups=self.groups,
+            layout=self.layout,
+            weight_layout=self.weight_layout,
+        )
 
 
 def _as4(a, what):
@@ -110,25 +139,58 @@ def _check_dst(attrs, diff_dst, x_shape, k_hw, pads, op):
     got = attrs.spatial(diff_dst.shape)
     if want != got:
         raise ValueError(
-            f"{op}: diff_dst has spatial size {got} but a forward input of shape {tuple(x_shape)} with strides "
-            f"{attrs.stride}, pads {pads}, dilations {attrs.dilation} gives {want}"
+            f"{op}: diff_dst has spatial size {got} but a forward input of shape "
+            f"{tuple(x_shape)} with strides {attrs.stride}, pads {pads}, "
+            f"dilations {attrs.dilation} gives {want}"
         )
 
 
-def convolution_forward(src, weights, bias=None, *, strides=1, pads_begin=0, pads_end=0, dilations=1,
-                        auto_pad="none", groups=1, data_format="NXC", weights_format="XIO"):
+def convolution_forward(
+    src,
+    weights,
+    bias=None,
+    *,
+    strides=1,
+    pads_begin=0,
+    pads_end=0,
+    dilations=1,
+    auto_pad="none",
+    groups=1,
+    data_format="NXC",
+    weights_format="XIO",
+):
     """Graph API ``Convolution``: dst = conv(src, weights) (+ bias, shape (K,))."""
-    a = _Attrs(strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format)
+    a = _Attrs(
+        strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format
+    )
     x = _as4(src, "src")
     w = _as4(weights, "weights")
     pads = a.pads(a.spatial(x.shape), a.kernel(w.shape))
     return _cc.conv2d(x, w, bias, **a.kwargs(pads))
 
 
-def convolution_backward_data(diff_dst, weights, dst_shape=None, *, strides=1, pads_begin=0, pads_end=0, dilations=1,
-                              auto_pad="none", output_padding=0, groups=1, data_format="NXC", weights_format="XIO"):
-    """Graph API ``ConvolutionBackwardData``: diff_src of shape ``dst_shape`` (see the module doc)."""
-    a = _Attrs(strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format)
+def convolution_backward_data(
+    diff_dst,
+    weights,
+    dst_shape=None,
+    *,
+    strides=1,
+    pads_begin=0,
+    pads_end=0,
+    dilations=1,
+    auto_pad="none",
+    output_padding=0,
+    groups=1,
+    data_format="NXC",
+    weights_format="XIO",
+):
+    """Graph API ``ConvolutionBackwardData``: diff_src of shape ``dst_shape``.
+
+    See the module docstring for the attributes and ``dst_shape``.
+    """
+    a = _Attrs(
+        strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format
+    )
     dy = _as4(diff_dst, "diff_dst")
     w = _as4(weights, "weights")
     k_hw = a.kernel(w.shape)
@@ -141,7 +203,9 @@ def convolution_backward_data(diff_dst, weights, dst_shape=None, *, strides=1, p
         elif len(sizes) == 4:
             x_shape = tuple(sizes)
         else:
-            raise ValueError(f"dst_shape must have 4 entries (or the 2 spatial ones), got {len(sizes)}: {sizes}")
+            raise ValueError(
+                f"dst_shape must have 4 entries (or the 2 spatial ones), got {len(sizes)}: {sizes}"
+            )
     else:
         op = _pair(output_padding, "output_padding")
         if min(op) < 0:
@@ -157,17 +221,36 @@ def convolution_backward_data(diff_dst, weights, dst_shape=None, *, strides=1, p
                 size = (out[i] - 1) * a.stride[i] + eff - begin - end + op[i]
             hw.append(size)
         if min(hw) < 1:
-            raise ValueError(f"the inferred diff_src spatial size {tuple(hw)} is not positive; pass dst_shape")
+            raise ValueError(
+                f"the inferred diff_src spatial size {tuple(hw)} is not positive; pass dst_shape"
+            )
         x_shape = a.data_shape(n, c, hw)
     pads = a.pads(a.spatial(x_shape), k_hw)
     _check_dst(a, dy, x_shape, k_hw, pads, "ConvolutionBackwardData")
     return _cc.conv2d_backward_data(dy, w, x_shape, **a.kwargs(pads))
 
 
-def convolution_backward_weights(src, diff_dst, weights_shape, *, strides=1, pads_begin=0, pads_end=0, dilations=1,
-                                 auto_pad="none", groups=1, data_format="NXC", weights_format="XIO"):
-    """Graph API ``ConvolutionBackwardWeights``: diff_weights of shape ``weights_shape`` (weights_format order)."""
-    a = _Attrs(strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format)
+def convolution_backward_weights(
+    src,
+    diff_dst,
+    weights_shape,
+    *,
+    strides=1,
+    pads_begin=0,
+    pads_end=0,
+    dilations=1,
+    auto_pad="none",
+    groups=1,
+    data_format="NXC",
+    weights_format="XIO",
+):
+    """Graph API ``ConvolutionBackwardWeights``: diff_weights of shape ``weights_shape``.
+
+    ``weights_shape`` is in ``weights_format`` order.
+    """
+    a = _Attrs(
+        strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format
+    )
     x = _as4(src, "src")
     dy = _as4(diff_dst, "diff_dst")
     ws = [_int(v, "weights_shape") for v in np.asarray(weights_shape).reshape(-1).tolist()]

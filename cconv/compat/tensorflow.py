@@ -31,6 +31,7 @@ import numpy as np
 
 import cconv as _cc
 
+from .._geometry import conv_output_size
 from . import _int, _same_pads
 
 __all__ = [
@@ -74,13 +75,15 @@ def _spatial(values, what, data_format, default=1):
         h, w, c = _hw_axes(data_format)
         if items[0] != 1 or items[c] != 1:
             raise ValueError(
-                f"Current implementation does not yet support {what} in the batch and depth dimensions: "
-                f"{what}={list(items)} with data_format={data_format!r} has batch entry {items[0]} and "
-                f"channel entry {items[c]} (both must be 1)"
+                f"Current implementation does not yet support {what} in the batch and depth "
+                f"dimensions: {what}={list(items)} with data_format={data_format!r} has batch "
+                f"entry {items[0]} and channel entry {items[c]} (both must be 1)"
             )
         items = [items[h], items[w]]
     if len(items) != 2:
-        raise ValueError(f"{what} must be an int or have 1, 2 or 4 entries, got {len(items)}: {values!r}")
+        raise ValueError(
+            f"{what} must be an int or have 1, 2 or 4 entries, got {len(items)}: {values!r}"
+        )
     if min(items) < 1:
         raise ValueError(f"{what} must be positive, got {values!r}")
     return tuple(items)
@@ -90,12 +93,15 @@ def _explicit_from_pairs(pairs, data_format, what):
     """Four (before, after) pairs in data_format order -> ((top, bottom), (left, right))."""
     pairs = [tuple(_int(v, what) for v in p) for p in pairs]
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
-        raise ValueError(f"{what} must hold 4 (before, after) pairs (8 values) in {data_format} order, got {pairs!r}")
+        raise ValueError(
+            f"{what} must hold 4 (before, after) pairs (8 values) in {data_format} order, "
+            f"got {pairs!r}"
+        )
     h, w, c = _hw_axes(data_format)
     if pairs[0] != (0, 0) or pairs[c] != (0, 0):
         raise ValueError(
-            f"{what} must be 0 in the batch and channel dimensions for data_format={data_format!r}, "
-            f"got batch {pairs[0]} and channel {pairs[c]}"
+            f"{what} must be 0 in the batch and channel dimensions for "
+            f"data_format={data_format!r}, got batch {pairs[0]} and channel {pairs[c]}"
         )
     if min(min(p) for p in pairs) < 0:
         raise ValueError(f"{what} must be non-negative, got {pairs!r}")
@@ -114,16 +120,18 @@ def _padding(padding, explicit_paddings, data_format):
         if mode != "EXPLICIT":
             if explicit:
                 raise ValueError(
-                    f"explicit_paddings must be empty if padding is not 'EXPLICIT' (padding={padding!r}, "
-                    f"explicit_paddings={explicit_paddings!r})"
+                    "explicit_paddings must be empty if padding is not 'EXPLICIT' "
+                    f"(padding={padding!r}, explicit_paddings={explicit_paddings!r})"
                 )
             return mode
         if len(explicit) != 8:
             raise ValueError(
-                f"padding='EXPLICIT' needs explicit_paddings with 8 values (2 per dimension of {data_format}), "
-                f"got {explicit_paddings!r}"
+                "padding='EXPLICIT' needs explicit_paddings with 8 values "
+                f"(2 per dimension of {data_format}), got {explicit_paddings!r}"
             )
-        return _explicit_from_pairs([explicit[i : i + 2] for i in range(0, 8, 2)], data_format, "explicit_paddings")
+        return _explicit_from_pairs(
+            [explicit[i : i + 2] for i in range(0, 8, 2)], data_format, "explicit_paddings"
+        )
     if explicit:
         raise ValueError("explicit_paddings must be empty when padding is given as a list of pairs")
     return _explicit_from_pairs(list(padding), data_format, "padding")
@@ -144,10 +152,10 @@ def _out_hw(in_hw, k_hw, stride, dilation, pads):
         padded = in_hw[i] + pads[i][0] + pads[i][1]
         if padded < eff:
             raise ValueError(
-                f"filter of effective size {eff} (size {k_hw[i]}, dilation {dilation[i]}) is larger than the "
-                f"padded input ({padded}) along {'HW'[i]}"
+                f"filter of effective size {eff} (size {k_hw[i]}, dilation {dilation[i]}) is "
+                f"larger than the padded input ({padded}) along {'HW'[i]}"
             )
-        out.append((padded - eff) // stride[i] + 1)
+        out.append(conv_output_size(in_hw[i], k_hw[i], stride[i], dilation[i], *pads[i]))
     return tuple(out)
 
 
@@ -172,14 +180,19 @@ def _groups(in_c, filt_in, filt_out, what="filter"):
         )
     g = in_c // filt_in
     if filt_out % g != 0:
-        raise ValueError(f"{what} out_channels ({filt_out}) must be divisible by the number of groups ({g} = {in_c} / {filt_in})")
+        raise ValueError(
+            f"{what} out_channels ({filt_out}) must be divisible by the number of groups "
+            f"({g} = {in_c} / {filt_in})"
+        )
     return g
 
 
 class _Conv:
     """Resolved geometry of one TensorFlow convolution call."""
 
-    def __init__(self, x_shape, f_shape, strides, padding, data_format, dilations, explicit_paddings):
+    def __init__(
+        self, x_shape, f_shape, strides, padding, data_format, dilations, explicit_paddings
+    ):
         self.fmt = _data_format(data_format)
         self.stride = _spatial(strides, "strides", self.fmt)
         self.dilation = _spatial(dilations, "dilations", self.fmt)
@@ -208,8 +221,8 @@ class _Conv:
         want = self.out_shape(n, k)
         if tuple(dy.shape) != want:
             raise ValueError(
-                f"{op}: out_backprop has shape {tuple(dy.shape)} but the forward convolution of an input of "
-                f"shape {self.x_shape} gives {want}"
+                f"{op}: out_backprop has shape {tuple(dy.shape)} but the forward convolution "
+                f"of an input of shape {self.x_shape} gives {want}"
             )
 
 
@@ -217,17 +230,33 @@ def _input_sizes(input_sizes, dy, in_c, data_format, what="input_sizes"):
     sizes = [_int(v, what) for v in np.asarray(input_sizes).reshape(-1).tolist()]
     if len(sizes) == 2:  # spatial only: batch from out_backprop, depth from the filter
         n = dy.shape[0]
-        return (n, sizes[0], sizes[1], in_c) if data_format == "NHWC" else (n, in_c, sizes[0], sizes[1])
+        return (
+            (n, sizes[0], sizes[1], in_c)
+            if data_format == "NHWC"
+            else (n, in_c, sizes[0], sizes[1])
+        )
     if len(sizes) != 4:
-        raise ValueError(f"{what} must have 4 entries (or the 2 spatial ones), got {len(sizes)}: {sizes}")
+        raise ValueError(
+            f"{what} must have 4 entries (or the 2 spatial ones), got {len(sizes)}: {sizes}"
+        )
     return tuple(sizes)
 
 
 # ------------------------------------------------------------------------------ Conv2D
 
 
-def conv2d(input, filter, strides, padding, data_format="NHWC", dilations=None, explicit_paddings=None, *,
-           use_cudnn_on_gpu=True, name=None):
+def conv2d(
+    input,
+    filter,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    explicit_paddings=None,
+    *,
+    use_cudnn_on_gpu=True,
+    name=None,
+):
     """``tf.raw_ops.Conv2D`` / ``tf.nn.conv2d``: input (data_format), filter [fh, fw, in, out]."""
     x = _as4(input, "input")
     f = _as4(filter, "filter")
@@ -237,8 +266,19 @@ def conv2d(input, filter, strides, padding, data_format="NHWC", dilations=None, 
     return _cc.conv2d(x, f, **g_.kwargs(groups))
 
 
-def conv2d_backprop_input(input_sizes, filter, out_backprop, strides, padding, data_format="NHWC", dilations=None,
-                          *, explicit_paddings=None, use_cudnn_on_gpu=True, name=None):
+def conv2d_backprop_input(
+    input_sizes,
+    filter,
+    out_backprop,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    *,
+    explicit_paddings=None,
+    use_cudnn_on_gpu=True,
+    name=None,
+):
     """``tf.raw_ops.Conv2DBackpropInput``: gradient of :func:`conv2d` w.r.t. its input."""
     f = _as4(filter, "filter")
     dy = _as4(out_backprop, "out_backprop")
@@ -251,8 +291,19 @@ def conv2d_backprop_input(input_sizes, filter, out_backprop, strides, padding, d
     return _cc.conv2d_backward_data(dy, f, x_shape, **g_.kwargs(groups))
 
 
-def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding, data_format="NHWC", dilations=None,
-                           *, explicit_paddings=None, use_cudnn_on_gpu=True, name=None):
+def conv2d_backprop_filter(
+    input,
+    filter_sizes,
+    out_backprop,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    *,
+    explicit_paddings=None,
+    use_cudnn_on_gpu=True,
+    name=None,
+):
     """``tf.raw_ops.Conv2DBackpropFilter``: gradient of :func:`conv2d` w.r.t. its filter."""
     x = _as4(input, "input")
     dy = _as4(out_backprop, "out_backprop")
@@ -264,7 +315,7 @@ def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding, 
     return _cc.conv2d_backward_weight(dy, x, f_shape, **g_.kwargs(groups))
 
 
-# ------------------------------------------------------------------------------ DepthwiseConv2dNative
+# ---------------------------------------------------------------------------- DepthwiseConv2dNative
 
 
 def _depthwise_weight(f):
@@ -275,11 +326,23 @@ def _depthwise_weight(f):
 
 def _check_depth(in_c, f_c, what):
     if in_c != f_c:
-        raise ValueError(f"input depth ({in_c}) must equal {what} in_channels (dimension 2, {f_c}) for a depthwise convolution")
+        raise ValueError(
+            f"input depth ({in_c}) must equal {what} in_channels (dimension 2, {f_c}) "
+            "for a depthwise convolution"
+        )
 
 
-def depthwise_conv2d_native(input, filter, strides, padding, data_format="NHWC", dilations=None, *,
-                            explicit_paddings=None, name=None):
+def depthwise_conv2d_native(
+    input,
+    filter,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    *,
+    explicit_paddings=None,
+    name=None,
+):
     """``tf.raw_ops.DepthwiseConv2dNative``: filter [fh, fw, in_channels, channel_multiplier]."""
     x = _as4(input, "input")
     f = _as4(filter, "filter")
@@ -289,8 +352,18 @@ def depthwise_conv2d_native(input, filter, strides, padding, data_format="NHWC",
     return _cc.conv2d(x, _depthwise_weight(f), **g_.kwargs(f.shape[2]))
 
 
-def depthwise_conv2d_native_backprop_input(input_sizes, filter, out_backprop, strides, padding, data_format="NHWC",
-                                           dilations=None, *, explicit_paddings=None, name=None):
+def depthwise_conv2d_native_backprop_input(
+    input_sizes,
+    filter,
+    out_backprop,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    *,
+    explicit_paddings=None,
+    name=None,
+):
     """``tf.raw_ops.DepthwiseConv2dNativeBackpropInput``: gradient w.r.t. the input."""
     f = _as4(filter, "filter")
     dy = _as4(out_backprop, "out_backprop")
@@ -299,13 +372,28 @@ def depthwise_conv2d_native_backprop_input(input_sizes, filter, out_backprop, st
     x_shape = _input_sizes(input_sizes, dy, f.shape[2], fmt)
     _check_depth(x_shape[c], f.shape[2], "filter")
     g_ = _Conv(x_shape, f.shape, strides, padding, fmt, dilations, explicit_paddings)
-    g_.check_out_backprop(dy, x_shape[0], f.shape[2] * f.shape[3], "DepthwiseConv2dNativeBackpropInput")
+    g_.check_out_backprop(
+        dy, x_shape[0], f.shape[2] * f.shape[3], "DepthwiseConv2dNativeBackpropInput"
+    )
     return _cc.conv2d_backward_data(dy, _depthwise_weight(f), x_shape, **g_.kwargs(f.shape[2]))
 
 
-def depthwise_conv2d_native_backprop_filter(input, filter_sizes, out_backprop, strides, padding, data_format="NHWC",
-                                            dilations=None, *, explicit_paddings=None, name=None):
-    """``tf.raw_ops.DepthwiseConv2dNativeBackpropFilter``: gradient w.r.t. the filter, shape filter_sizes."""
+def depthwise_conv2d_native_backprop_filter(
+    input,
+    filter_sizes,
+    out_backprop,
+    strides,
+    padding,
+    data_format="NHWC",
+    dilations=None,
+    *,
+    explicit_paddings=None,
+    name=None,
+):
+    """``tf.raw_ops.DepthwiseConv2dNativeBackpropFilter``: gradient w.r.t. the filter.
+
+    The result has shape ``filter_sizes``.
+    """
     x = _as4(input, "input")
     dy = _as4(out_backprop, "out_backprop")
     f_shape = _shape4(filter_sizes, "filter_sizes")
