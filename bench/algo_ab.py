@@ -39,7 +39,7 @@ def main(argv=None):
     x = rng.standard_normal((n, c, h, w_), dtype=np.float32)
     w = rng.standard_normal((c, c, 3, 3), dtype=np.float32)
     dy = rng.standard_normal((n, c, h, w_), dtype=np.float32)
-    kw = dict(padding=1, num_threads=args.threads)
+    kw = {"padding": 1, "num_threads": args.threads}
     calls = {
         "forward": lambda a: cconv.conv2d(x, w, algo=a, **kw),
         "backward_data": lambda a: cconv.conv2d_backward_data(dy, w, x.shape, algo=a, **kw),
@@ -49,10 +49,12 @@ def main(argv=None):
     contenders = {a: (lambda a=a: calls[args.op](a)) for a in algos if a != "torch"}
     if "torch" in algos:
         import torch
-        from cconv.benchmarks import Layer, _torch_fn
+
+        from cconv.benchmark import Layer
+        from cconv.benchmark.contenders import torch_call
         torch.set_num_threads(args.threads or cconv.get_num_threads())
         layer = Layer("ab", n, c, c, h, w_, 3, 3, 1, 1, 1, 1)
-        contenders["torch"] = _torch_fn(torch, layer, args.op, x, w, dy)
+        contenders["torch"] = torch_call(torch, layer, args.op, x, w, dy)
     times = {a: [] for a in algos}
     for a in algos:
         contenders[a]()  # warm-up: schedules, pools, threads

@@ -1,0 +1,129 @@
+"""Markdown reports: the results of a suite run, and the layer table."""
+
+from .layers import LAYERS, conv_flops
+
+__all__ = ["format_layer_table", "format_markdown"]
+
+# Largest error relative to PyTorch's largest magnitude that is not flagged in the table:
+# a few float32 roundings over a long reduction, or float64 ones.
+_TOLERANCE = {"float32": 1e-3, "float64": 1e-9}
+
+
+def _fmt(v, spec=".1f"):
+    return "-" if v is None else format(v, spec)
+
+
+def _shape_str(r):
+    s = f"{r['C']}->{r['K']} {r['R']}x{r['S']}"
+    if r["stride"] != 1:
+        s += f" s{r['stride']}"
+    if r["padding"]:
+        s += f" p{r['padding']}"
+    if r["dilation"] != 1:
+        s += f" d{r['dilation']}"
+    if r["groups"] != 1:
+        s += f" g{r['groups']}"
+    return s + f" {r['H']}x{r['W']}"
+
+
+def _header(m):
+    torch_threads = f" ({m['torch_threads']} threads)" if m.get("torch_threads") else ""
+    cfg = m.get("cconv_config")
+    simd = (f"; cconv SIMD {cfg.get('simd', '?')}, OpenMP {cfg.get('openmp', '?')}"
+            if cfg else "")
+    min_time = (f" or more (at least {m['min_time']:g} s per contender)"
+                if m.get("min_time") else "")
+    lines = [
+        "# cconv benchmark",
+        "",
+        (f"- cconv {m['cconv_version']}, {m['threads']} threads; "
+         f"torch {m['torch_version']}{torch_threads}; numpy {m['numpy_version']}; "
+         f"Python {m['python']}"),
+        f"- CPU: {m['cpu_model']} ({m['cpu_count']} logical CPUs){simd}",
+        (f"- dtype {m['dtype']}, NCHW; median of {m['repeats']} timed calls{min_time} after "
+         f"{m['warmup']} warm-up, contenders interleaved; {m['timer']}"),
+        (f"- GFLOP/s = {m['flops_formula']} / median time; "
+         "ratio = cconv / torch GFLOP/s (> 1: cconv faster)"),
+    ]
+    if m.get("quick"):
+        lines.append("- **quick mode**: N=1 for every layer (smoke test, not representative)")
+    if "elapsed_s" in m:
+        lines.append(f"- suite wall time: {m['elapsed_s']:.1f} s")
+    return lines
+
+
+def _row_cells(r, tol):
+    c, t = r["cconv"], r["torch"]
+    algo = r["algo"]
+    if r.get("plan_algorithm") and r["plan_algorithm"] != algo:
+        algo = f"{algo} ({r['plan_algorithm']})"  # what auto / find chose
+    if c["status"] == "ok":
+        cms, cgf = _fmt(c["median_s"] * 1e3, ".2f"), _fmt(c["gflops"])
+        err = r.get("max_rel_err")
+        if err is not None and not err <= tol:  # NaN is flagged too
+            cgf += f" (err {err:.1e}!)"
+    else:
+        cms = cgf = "n/a"
+    if t.get("status") == "ok":
+        tms, tgf = _fmt(t["median_s"] * 1e3, ".2f"), _fmt(t["gflops"])
+    else:
+        tms = tgf = "-"
+    return [r["layer"], _shape_str(r), str(r["N"]), r["pass"], algo, cms, cgf, tms, tgf,
+            _fmt(r.get("ratio"), ".2f")]
+
+
+def format_markdown(result):
+    """Render the results of :func:`~cconv.benchmark.run_suite` as a markdown report.
+
+    Parameters
+    ----------
+    result : dict
+        What :func:`~cconv.benchmark.run_suite` returned.
+
+    Returns
+    -------
+    str
+        A header (versions, threads, CPU, settings) and one table row per
+        (layer, pass, algo): median time and GFLOP/s of cconv and PyTorch, and
+        ``ratio`` = cconv / torch GFLOP/s (> 1: cconv faster).  A ``x direct`` column
+        (GFLOP/s over the direct algorithm's) appears when ``direct`` was timed with
+        another algorithm.
+    """
+    m = result["meta"]
+    lines = _header(m) + [""]
+    rows = result["results"]
+    has_direct_cmp = any(r.get("vs_direct") is not None for r in rows)
+    head = ["layer", "shape", "N", "pass", "algo", "cconv ms", "cconv GFLOP/s",
+            "torch ms", "torch GFLOP/s", "ratio"]
+    if has_direct_cmp:
+        head.append("x direct")
+    lines.append("| " + " | ".join(head) + " |")
+    lines.append("|" + "|".join("---" if i < 5 else "---:" for i in range(len(head))) + "|")
+    tol = _TOLERANCE.get(m.get("dtype"), 1e-3)
+    for r in rows:
+        cells = _row_cells(r, tol)
+        if has_direct_cmp:
+            cells.append(_fmt(r.get("vs_direct"), ".2f"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def format_layer_table(layers=LAYERS):
+    """The layers as a markdown table, with the GFLOP of one pass each.
+
+    Parameters
+    ----------
+    layers : sequence of Layer, optional
+        Default :data:`~cconv.benchmark.LAYERS`.
+
+    Returns
+    -------
+    str
+    """
+    head = ["name", "N", "C", "K", "H", "W", "R", "S", "stride", "padding", "dilation",
+            "groups", "GFLOP/pass"]
+    lines = ["| " + " | ".join(head) + " |", "|---" + "|---:" * (len(head) - 1) + "|"]
+    for la in layers:
+        cells = [la.name, *map(str, la[1:]), f"{conv_flops(la) / 1e9:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

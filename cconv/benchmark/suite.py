@@ -1,0 +1,307 @@
+"""The suite runner: every (layer, pass) timed for cconv and PyTorch, results checked."""
+
+import time
+
+import numpy as np
+
+import cconv
+
+from . import environment
+from .contenders import (
+    cconv_call,
+    import_torch,
+    make_data,
+    max_rel_err,
+    planned_algorithm,
+    torch_call,
+)
+from .layers import Layer, conv_flops, select_layers
+from .timing import summarize, time_interleaved
+
+__all__ = ["PASSES", "parse_algos", "parse_passes", "run_suite"]
+
+PASSES = ("forward", "backward_data", "backward_weight")
+
+_PASS_ALIASES = {
+    "forward": ("forward",),
+    "fwd": ("forward",),
+    "backward_data": ("backward_data",),
+    "bwd_data": ("backward_data",),
+    "data": ("backward_data",),
+    "backward_weight": ("backward_weight",),
+    "bwd_weight": ("backward_weight",),
+    "weight": ("backward_weight",),
+    "backward": ("backward_data", "backward_weight"),
+    "all": PASSES,
+}
+
+
+def _split(spec):
+    return spec.split(",") if isinstance(spec, str) else list(spec)
+
+
+def parse_passes(passes=None):
+    """The passes named by `passes`, in :data:`PASSES` order.
+
+    Parameters
+    ----------
+    passes : str or sequence of str, optional
+        Comma-separated names or a sequence of them: ``forward`` (``fwd``),
+        ``backward_data`` (``bwd_data``, ``data``), ``backward_weight`` (``bwd_weight``,
+        ``weight``), ``backward`` (both gradients) or ``all``; ``-`` may stand for ``_``.
+        Default: all three.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or an empty list.
+    """
+    if passes is None:
+        return list(PASSES)
+    chosen = set()
+    for p in _split(passes):
+        p = p.strip().lower().replace("-", "_")
+        if not p:
+            continue
+        if p not in _PASS_ALIASES:
+            raise ValueError(f"passes: unknown pass {p!r}; choose from {', '.join(PASSES)}")
+        chosen.update(_PASS_ALIASES[p])
+    if not chosen:
+        raise ValueError("passes: empty")
+    return [p for p in PASSES if p in chosen]
+
+
+def parse_algos(algos=None):
+    """The cconv algorithms named by `algos`, duplicates dropped.
+
+    Parameters
+    ----------
+    algos : str or sequence of str, optional
+        Comma-separated names or a sequence of them: ``auto``, ``find`` or names in
+        ``cconv.ALGORITHMS``.  Default ``["auto"]``.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        For an unknown name or an empty list.
+    """
+    if algos is None:
+        return ["auto"]
+    known = ["auto", "find", *cconv.ALGORITHMS]
+    out = []
+    for a in _split(algos):
+        a = a.strip().lower()
+        if not a:
+            continue
+        if a not in known:
+            raise ValueError(f"algos: unknown algorithm {a!r}; "
+                             f"cconv offers {', '.join(known)}")
+        if a not in out:
+            out.append(a)
+    if not out:
+        raise ValueError("algos: empty")
+    return out
+
+
+def run_suite(
+    layers=None,
+    passes=None,
+    algos=None,
+    threads=None,
+    repeats=5,
+    warmup=1,
+    min_time=0.0,
+    dtype="float32",
+    quick=False,
+    torch=True,
+    check=True,
+    progress=None,
+    timer=time.perf_counter,
+    seed=0,
+):
+    """Time cconv (and PyTorch when it is installed) on a set of layers.
+
+    Every requested pass of every layer is timed for every requested cconv algorithm and
+    for PyTorch on the same arrays, with the same thread count; the calls of all
+    contenders of one (layer, pass) are interleaved (see
+    :func:`~cconv.benchmark.timing.time_interleaved`).
+
+    Parameters
+    ----------
+    layers : str, sequence of str or sequence of Layer, optional
+        Comma-separated name substrings (see :func:`select_layers`), or :class:`Layer`
+        objects to run as given.  Default: the whole :data:`LAYERS` table.
+    passes : str or sequence of str, optional
+        See :func:`parse_passes`.  Default: all three.
+    algos : str or sequence of str, optional
+        See :func:`parse_algos`.  A shape an algorithm cannot handle (cconv raises
+        ValueError) is reported as ``n/a``.  Default ``["auto"]``.
+    threads : int, optional
+        Thread count for cconv (``num_threads=``) and for ``torch.set_num_threads``.
+        Default ``cconv.get_num_threads()``.
+    repeats : int, optional
+        Timed calls per contender at least; the median is reported.  Default 5.
+    warmup : int, optional
+        Untimed calls per contender before timing.  Default 1.
+    min_time : float, optional
+        Seconds of timed calls each contender gets at least: rounds continue past
+        `repeats` (up to 200) until then.  Default 0 (`repeats` rounds exactly).
+    dtype : {"float32", "float64"}, optional
+        Data type of all arrays.
+    quick : bool, optional
+        Smoke-test mode: batch N=1, at most 2 repeats and no `min_time`.
+    torch : bool, optional
+        Compare with PyTorch when it is importable.  Default True.
+    check : bool, optional
+        Compare the warm-up results of cconv with PyTorch's and record the largest error
+        relative to PyTorch's largest magnitude.
+    progress : callable, optional
+        Called with one line of text after each (layer, pass).
+    timer : callable, optional
+        Clock returning seconds; default :func:`time.perf_counter`.
+    seed : int, optional
+        Seed of the random input data.
+
+    Returns
+    -------
+    dict
+        ``{"meta": {...}, "results": [row, ...]}``, one row per (layer, pass, algo): the
+        shape, the batch ``N`` used, ``flops``, a ``cconv`` and a ``torch`` entry
+        (``status`` "ok" / "n/a" / "error" / "not installed" / "not used", ``times_s``,
+        ``median_s``, ``gflops``), ``ratio`` (cconv / torch GFLOP/s), ``vs_direct``
+        (GFLOP/s over the direct algorithm's, when that was timed too) and
+        ``max_rel_err``.
+
+    Raises
+    ------
+    ValueError
+        For an invalid argument, before anything is timed.
+    """
+    dtype = np.dtype(dtype).name
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype: expected float32 or float64, got {dtype!r}")
+    if layers is not None and not isinstance(layers, str) and all(
+            isinstance(layer, Layer) for layer in layers):
+        layer_list = list(layers)
+    else:
+        layer_list = select_layers(layers)
+    pass_list = parse_passes(passes)
+    algo_list = parse_algos(algos)
+    repeats, warmup, min_time = int(repeats), int(warmup), float(min_time)
+    if repeats < 1:
+        raise ValueError(f"repeats: must be >= 1, got {repeats}")
+    if warmup < 0:
+        raise ValueError(f"warmup: must be >= 0, got {warmup}")
+    if not min_time >= 0:  # also rejects NaN
+        raise ValueError(f"min_time: must be >= 0, got {min_time!r}")
+    if quick:
+        repeats, min_time = min(repeats, 2), 0.0
+    if threads is None:
+        threads = int(cconv.get_num_threads())
+    else:
+        threads = int(threads)
+        if threads < 1:
+            raise ValueError(f"threads: must be >= 1, got {threads}")
+        cconv.set_num_threads(threads)
+
+    tmod = import_torch() if torch else None
+    if tmod is not None:
+        tmod.set_num_threads(threads)
+
+    meta = environment.describe(threads, tmod, torch)
+    meta.update({
+        "dtype": dtype,
+        "passes": pass_list,
+        "algos": algo_list,
+        "repeats": repeats,
+        "min_time": min_time,
+        "warmup": warmup,
+        "quick": bool(quick),
+        "timer": getattr(timer, "__name__", str(timer)),
+        "flops_formula": "2*N*K*OH*OW*(C/groups)*R*S per pass",
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+
+    rng = np.random.default_rng(seed)
+    results = []
+    t_start = time.perf_counter()
+    for layer in layer_list:
+        n = 1 if quick else layer.N
+        flops = conv_flops(layer, n)
+        x, w, gy = make_data(layer, n, dtype, rng)
+        plan_algo = {a: planned_algorithm(layer, n, dtype, a)
+                     for a in algo_list if a in ("auto", "find")}
+        for pss in pass_list:
+            contenders = {"cconv:" + a: cconv_call(layer, pss, a, x, w, gy, threads)
+                          for a in algo_list}
+            if tmod is not None:
+                contenders["torch"] = torch_call(tmod, layer, pss, x, w, gy)
+            times, outputs, errors = time_interleaved(contenders, warmup, repeats, timer,
+                                                      min_time)
+            rows = _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors,
+                              meta, plan_algo if pss == "forward" else {}, check)
+            results.extend(rows)
+            if progress is not None:
+                progress(_progress_line(layer, pss, n, rows))
+    meta["elapsed_s"] = time.perf_counter() - t_start
+    return {"meta": meta, "results": results}
+
+
+def _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors, meta, plan_algo,
+               check):
+    """The result rows of one (layer, pass), one per cconv algorithm."""
+    if "torch" in times:
+        t_entry = dict(status="ok", **summarize(times["torch"], flops))
+    elif "torch" in errors:
+        t_entry = {"status": "error", "error": errors["torch"]}
+    else:  # not compared: the status says why ("not installed" or "not used")
+        t_entry = {"status": meta["torch_version"]}
+    direct_gf = None
+    if "cconv:direct" in times:
+        direct_gf = summarize(times["cconv:direct"], flops)["gflops"]
+    ref = outputs.get("torch")
+    if ref is not None:
+        ref = ref.numpy()
+
+    oh, ow = layer.output_hw
+    rows = []
+    for a in algo_list:
+        label = "cconv:" + a
+        row = {
+            "layer": layer.name, "pass": pss, "algo": a, "plan_algorithm": plan_algo.get(a),
+            "N": n, "N_full": layer.N, "C": layer.C, "K": layer.K, "H": layer.H,
+            "W": layer.W, "R": layer.R, "S": layer.S, "stride": layer.stride,
+            "padding": layer.padding, "dilation": layer.dilation, "groups": layer.groups,
+            "OH": oh, "OW": ow, "flops": flops, "dtype": meta["dtype"],
+            "threads": meta["threads"], "torch": t_entry,
+            "ratio": None, "vs_direct": None, "max_rel_err": None,
+        }
+        if label in times:
+            c_entry = dict(status="ok", **summarize(times[label], flops))
+            if t_entry["status"] == "ok":
+                row["ratio"] = c_entry["gflops"] / t_entry["gflops"]
+            if direct_gf and a != "direct":
+                row["vs_direct"] = c_entry["gflops"] / direct_gf
+            if check and ref is not None:
+                row["max_rel_err"] = max_rel_err(outputs[label], ref)
+        else:
+            c_entry = {"status": "n/a", "reason": errors.get(label)}
+        row["cconv"] = c_entry
+        rows.append(row)
+    return rows
+
+
+def _progress_line(layer, pss, n, rows):
+    cells = [f"{r['algo']} {r['cconv']['gflops']:.1f}" if r["cconv"]["status"] == "ok"
+             else f"{r['algo']} n/a" for r in rows]
+    t = rows[0]["torch"]
+    tpart = f"torch {t['gflops']:.1f}" if t["status"] == "ok" else ""
+    return f"{layer.name:<26} {pss:<15} N={n:<2d} GFLOP/s: {', '.join(cells)} {tpart}"
