@@ -1,27 +1,34 @@
 """Shared pytest / hypothesis configuration for the cconv tests.
 
-Profiles (choose with HYPOTHESIS_PROFILE=...; "ci" is the default):
+SIMD level (``--simd=LEVEL``)
+    ``pytest --simd=avx2`` (or ``avx512``, ``base``) runs the whole suite on the kernels built
+    for that instruction set: the option sets ``CCONV_SIMD`` before cconv is first imported
+    (test subprocesses inherit it too).  Run the suite once per level the CPU supports
+    (``cconv.show_config()["simd_available"]``) to exercise every kernel build that ships.
+    A level this CPU or this build lacks stops the run with a usage error before any test
+    runs.  Without the option the level is the best one available (or ``CCONV_SIMD``, if
+    set).  The header of every run names the level in use.
+
+Hypothesis profiles (choose with HYPOTHESIS_PROFILE=...; "ci" is the default):
 
 * ci   -- 50 examples per property, no deadline; the whole tests/ directory (compat excluded)
           is meant to stay within a few minutes on a 2-core machine.
 * dev  -- 10 examples, for a quick edit-run loop.
 * deep -- 500 examples, for a long soak before a release.
 
-The strategies themselves live in conv_strategies.py (importing from a conftest module is
-fragile when tests/compat/ has its own conftest.py); the float64 reference is reference.py.
+Shared helpers (the float64 reference, strategies, comparisons) live in the ``support``
+package beside this file; pyproject.toml puts tests/ on ``sys.path`` (``pythonpath``), so test
+modules ``import support.<module>`` and never import each other.
+
+This module must not import cconv at module level: the SIMD level is fixed when cconv is
+first imported, and that has to happen after ``pytest_configure`` has set ``CCONV_SIMD``.
 """
 
 import os
 import sys
 
+import pytest
 from hypothesis import HealthCheck, settings
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
-if _HERE not in sys.path:            # reference.py / conv_strategies.py, whatever the import mode
-    sys.path.insert(0, _HERE)
-if _ROOT not in sys.path:            # an in-place build of cconv; an installed one still wins
-    sys.path.append(_ROOT)
 
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                      HealthCheck.data_too_large])
@@ -30,9 +37,41 @@ settings.register_profile("dev", max_examples=10, **_common)
 settings.register_profile("deep", max_examples=500, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-from conv_strategies import (  # noqa: E402,F401  (re-exported for convenience)
-    FLOAT_DTYPES,
-    assert_close,
-    conv_cases,
-    transpose_cases,
-)
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--simd", action="store", default=None, metavar="LEVEL",
+        help="run cconv's kernels of this SIMD level (avx512, avx2 or base; sets CCONV_SIMD "
+             "before cconv is imported); an unsupported level is a usage error")
+
+
+def pytest_configure(config):
+    level = (config.getoption("simd") or "").strip().lower()
+    if not level:
+        return
+    if "cconv" in sys.modules:  # imported already (a plugin?): too late to choose the level
+        loaded = getattr(sys.modules.get("cconv._simd"), "LEVEL", None)
+        if loaded != level:
+            raise pytest.UsageError(
+                f"--simd={level}: cconv was imported before the option could take effect "
+                f"(it runs {loaded!r})")
+        return
+    os.environ["CCONV_SIMD"] = level
+    try:
+        import cconv._simd
+    except ImportError as exc:
+        raise pytest.UsageError(
+            f"--simd={level}: cconv cannot run this level here: {exc}") from exc
+    if cconv._simd.LEVEL != level:  # pragma: no cover - _simd honours CCONV_SIMD or raises
+        raise pytest.UsageError(f"--simd={level}: cconv loaded {cconv._simd.LEVEL} instead")
+
+
+def pytest_report_header(config):
+    try:
+        from cconv import _simd
+    except ImportError as exc:
+        return f"cconv SIMD level: cconv not importable ({exc})"
+    how = ("--simd" if config.getoption("simd")
+           else "CCONV_SIMD" if os.environ.get("CCONV_SIMD") else "best available")
+    return (f"cconv SIMD level: {_simd.LEVEL} ({how}; this CPU and build: "
+            f"{', '.join(_simd.available_levels())})")

@@ -12,14 +12,9 @@ from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
 import cconv
-from conv_strategies import (
-    assert_close,
-    conv_cases,
-    from_layout,
-    random_array,
-    weight_from_layout,
-)
-from reference import ref_backward_data, ref_backward_weight, ref_conv2d
+from support.checks import assert_close
+from support.reference import ref_backward_data, ref_backward_weight, ref_conv2d
+from support.strategies import conv_cases, from_layout, random_array, weight_from_layout
 
 OPS = ("forward", "backward_data", "backward_weight")
 
@@ -31,17 +26,6 @@ def _geometry_kwargs(case):
 
 def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-# --------------------------------------------------------------------------------------------
-# ALGORITHMS
-# --------------------------------------------------------------------------------------------
-
-def test_algorithms_lists_direct():
-    algos = tuple(cconv.ALGORITHMS)
-    assert "direct" in algos
-    assert all(isinstance(a, str) for a in algos)
-    assert len(set(algos)) == len(algos)
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,8 +91,6 @@ def test_plan_explicit_algorithm(algo):
 
 
 def test_plan_winograd_only_where_it_applies():
-    if "winograd" not in cconv.ALGORITHMS:
-        pytest.skip("winograd is not in cconv.ALGORITHMS")
     plan = cconv.plan_conv2d((1, 8, 12, 12), (8, 8, 3, 3), padding=1, algo="winograd")
     assert plan.algorithm == "winograd"
     with pytest.raises(ValueError):

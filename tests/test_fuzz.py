@@ -1,7 +1,7 @@
 """Hypothesis fuzzing of every public function with random and hostile arguments.
 
 Contract under test (DESIGN.md, "Precise rules"): every call either returns a result equal to
-an independent float64 reference (below, written for this file only) or raises ValueError /
+the float64 reference (support.reference, itself checked against PyTorch) or raises ValueError /
 TypeError whose message names an argument.  Anything else -- another exception type, a wrong
 result, a crash -- fails.  A drawn case is a small *valid* problem (random shapes, groups,
 stride, dilation, padding spec, layouts, dtypes incl. float16 and big-endian '>f4', memory forms:
@@ -30,6 +30,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import cconv
+from support.reference import (
+    ref_backward_data,
+    ref_backward_weight,
+    ref_conv2d,
+    ref_conv_transpose2d,
+    ref_conv_transpose2d_backward_data,
+    ref_conv_transpose2d_backward_weight,
+    resolve_padding,
+)
+from support.strategies import shape_in_layout, weight_shape_in_layout
 
 _SETTINGS = settings(deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -47,108 +57,15 @@ def _find_cache_dir(tmp_path_factory):
 
 
 # --------------------------------------------------------------------------------------------
-# an independent float64 reference: NCHW activations, (K, C/groups, R, S) weights
+# arrays in a layout: views (not copies), so a zero-stride broadcast stays one
 # --------------------------------------------------------------------------------------------
 
-def _taps(buf, r, s, oh, ow, stride, dil):
-    """buf[:, :, r*dh + i*sh, s*dw + j*sw] for i < oh, j < ow (a view)."""
-    (sh, sw), (dh, dw) = stride, dil
-    return buf[:, :, r * dh: r * dh + (oh - 1) * sh + 1: sh, s * dw: s * dw + (ow - 1) * sw + 1: sw]
-
-
-def _zero_padded(a, top, left, need_h, need_w):
-    """``a`` with ``top``/``left`` zero rows/cols in front and enough at the end for need_h/w."""
-    n, c, h, w = a.shape
-    buf = np.zeros((n, c, max(top + h, need_h), max(left + w, need_w)))
-    buf[:, :, top:top + h, left:left + w] = a
-    return buf
-
-
-def ref_gather(x, w, groups, stride, dil, top, left, oh, ow):
-    """y[n,k,i,j] = sum_{c,r,s} xpad[n, g*Cg+c, i*sh + r*dh, j*sw + s*dw] * w[k,c,r,s]."""
-    x = np.asarray(x, np.float64)
-    w = np.asarray(w, np.float64)
-    n = x.shape[0]
-    k, cg, rr, ss = w.shape
-    kg = k // groups
-    xp = _zero_padded(x, top, left, (oh - 1) * stride[0] + (rr - 1) * dil[0] + 1,
-                      (ow - 1) * stride[1] + (ss - 1) * dil[1] + 1)
-    y = np.zeros((n, k, oh, ow))
-    for g in range(groups):
-        for r in range(rr):
-            for s in range(ss):
-                patch = _taps(xp[:, g * cg:(g + 1) * cg], r, s, oh, ow, stride, dil)
-                y[:, g * kg:(g + 1) * kg] += np.einsum("nchw,kc->nkhw", patch,
-                                                       w[g * kg:(g + 1) * kg, :, r, s])
-    return y
-
-
-def ref_scatter(dy, w, groups, stride, dil, top, left, out_h, out_w):
-    """Adjoint of ref_gather: scatter dy * w into a padded buffer, crop [top:, left:]."""
-    dy = np.asarray(dy, np.float64)
-    w = np.asarray(w, np.float64)
-    n, k, oh, ow = dy.shape
-    _, cg, rr, ss = w.shape
-    kg = k // groups
-    c = cg * groups
-    hh = max(top + out_h, (oh - 1) * stride[0] + (rr - 1) * dil[0] + 1)
-    ww = max(left + out_w, (ow - 1) * stride[1] + (ss - 1) * dil[1] + 1)
-    buf = np.zeros((n, c, hh, ww))
-    for g in range(groups):
-        for r in range(rr):
-            for s in range(ss):
-                view = _taps(buf[:, g * cg:(g + 1) * cg], r, s, oh, ow, stride, dil)
-                view += np.einsum("nkhw,kc->nchw", dy[:, g * kg:(g + 1) * kg],
-                                  w[g * kg:(g + 1) * kg, :, r, s])
-    return buf[:, :, top:top + out_h, left:left + out_w]
-
-
-def ref_wgrad(x, dy, groups, stride, dil, top, left, rr, ss):
-    """dw[k,c,r,s] = sum_{n,i,j} dy[n,k,i,j] * xpad[n, g*Cg+c, i*sh + r*dh, j*sw + s*dw]."""
-    x = np.asarray(x, np.float64)
-    dy = np.asarray(dy, np.float64)
-    n, c, _, _ = x.shape
-    _, k, oh, ow = dy.shape
-    cg, kg = c // groups, k // groups
-    xp = _zero_padded(x, top, left, (oh - 1) * stride[0] + (rr - 1) * dil[0] + 1,
-                      (ow - 1) * stride[1] + (ss - 1) * dil[1] + 1)
-    dw = np.zeros((k, cg, rr, ss))
-    for g in range(groups):
-        for r in range(rr):
-            for s in range(ss):
-                patch = _taps(xp[:, g * cg:(g + 1) * cg], r, s, oh, ow, stride, dil)
-                dw[g * kg:(g + 1) * kg, :, r, s] = np.einsum(
-                    "nkhw,nchw->kc", dy[:, g * kg:(g + 1) * kg], patch)
-    return dw
-
-
-def same_pads(size, k, s, d, lower):
-    out = -(-size // s)
-    total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-    small, large = total // 2, total - total // 2
-    return (large, small) if lower else (small, large)
-
-
-def to_layout(a, layout):
+def layout_view(a, layout):
     return a if layout == "NCHW" else a.transpose(0, 2, 3, 1)
 
 
-def from_layout(a, layout):
-    return a if layout == "NCHW" else a.transpose(0, 3, 1, 2)
-
-
-def shape_in(shape_nchw, layout):
-    n, c, h, w = shape_nchw
-    return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
-
-
-def w_to_layout(w, wl):
+def weight_layout_view(w, wl):
     return w if wl == "OIHW" else w.transpose(2, 3, 1, 0)
-
-
-def w_shape_in(shape, wl):
-    a, b, r, s = shape
-    return (a, b, r, s) if wl == "OIHW" else (r, s, b, a)
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,8 +138,7 @@ def conv_problems(draw, transposed=False):
         spec, pads = "valid", ((0, 0), (0, 0))
     else:
         spec = form
-        lower = form == "same_lower"
-        pads = (same_pads(h, r, stride[0], dil[0], lower), same_pads(w, s, stride[1], dil[1], lower))
+        pads = resolve_padding(form, (h, w), (r, s), stride, dil)
     p = dict(N=n, groups=groups, Cg=cg, Kg=kg, R=r, S=s, stride=stride, dil=dil, H=h, W=w,
              padding=spec, pads=pads,
              stride_spec=draw(st.sampled_from([stride, list(stride)])) if stride[0] != stride[1]
@@ -280,7 +196,7 @@ def _common_kw(p, transposed=False):
     if transposed:
         if p["use_output_shape"]:
             k = p["Kg"] * p["groups"]
-            kw["output_shape"] = shape_in((p["N"], k, p["OH"], p["OW"]), p["layout"])
+            kw["output_shape"] = shape_in_layout((p["N"], k, p["OH"], p["OW"]), p["layout"])
         else:
             kw["output_padding"] = p["op"] if p["op"][0] != p["op"][1] else p["op"][0]
     return kw
@@ -296,18 +212,17 @@ def build_call(name, p, data):
     g, cg, kg = p["groups"], p["Cg"], p["Kg"]
     c, k = g * cg, g * kg
     n, lay, wl = p["N"], p["layout"], p["wlayout"]
-    st_, dl = p["stride"], p["dil"]
-    (pt, _), (pl, _) = p["pads"]
-    lay_fn = lambda a: to_layout(a, lay)  # noqa: E731
-    wl_fn = lambda a: w_to_layout(a, wl)  # noqa: E731
+    geo = (p["stride"], p["pads"], p["dil"], g)   # stride, pads, dilation, groups
+    lay_fn = lambda a: layout_view(a, lay)  # noqa: E731
+    wl_fn = lambda a: weight_layout_view(a, wl)  # noqa: E731
     transposed = name.startswith("conv_transpose2d")
     if not transposed:
         xv, x = make_array(data, (n, c, p["H"], p["W"]), lay_fn, p["xdtype"], p["xform"], rng)
         wv, w = make_array(data, (k, cg, p["R"], p["S"]), wl_fn, p["wdtype"], p["wform"], rng)
         gv, gy = make_array(data, (n, k, p["OH"], p["OW"]), lay_fn, p["xdtype"], p["gform"], rng)
-        fwd = lambda: ref_gather(xv, wv, g, st_, dl, pt, pl, p["OH"], p["OW"])  # noqa: E731
-        bwd_d = lambda: ref_scatter(gv, wv, g, st_, dl, pt, pl, p["H"], p["W"])  # noqa: E731
-        bwd_w = lambda: ref_wgrad(xv, gv, g, st_, dl, pt, pl, p["R"], p["S"])  # noqa: E731
+        fwd = lambda: ref_conv2d(xv, wv, None, *geo)  # noqa: E731
+        bwd_d = lambda: ref_backward_data(gv, wv, xv.shape, *geo)  # noqa: E731
+        bwd_w = lambda: ref_backward_weight(gv, xv, wv.shape, *geo)  # noqa: E731
         kw = _common_kw(p)
         x_shape, w_shape = x.shape, w.shape
     else:
@@ -315,9 +230,12 @@ def build_call(name, p, data):
         xv, x = make_array(data, (n, c, p["H"], p["W"]), lay_fn, p["xdtype"], p["xform"], rng)
         wv, w = make_array(data, (c, kg, p["R"], p["S"]), wl_fn, p["wdtype"], p["wform"], rng)
         gv, gy = make_array(data, (n, k, p["OH"], p["OW"]), lay_fn, p["xdtype"], p["gform"], rng)
-        fwd = lambda: ref_scatter(xv, wv, g, st_, dl, pt, pl, p["OH"], p["OW"])  # noqa: E731
-        bwd_d = lambda: ref_gather(gv, wv, g, st_, dl, pt, pl, p["H"], p["W"])  # noqa: E731
-        bwd_w = lambda: ref_wgrad(gv, xv, g, st_, dl, pt, pl, p["R"], p["S"])  # noqa: E731
+        stride, pads, dil, _ = geo
+        fwd = lambda: ref_conv_transpose2d(xv, wv, None, stride, pads, p["op"], dil,  # noqa: E731
+                                           g)
+        bwd_d = lambda: ref_conv_transpose2d_backward_data(gv, wv, xv.shape, *geo)  # noqa: E731
+        bwd_w = lambda: ref_conv_transpose2d_backward_weight(gv, xv, wv.shape,  # noqa: E731
+                                                             *geo)
         kw = _common_kw(p, transposed=True)
         x_shape, w_shape = x.shape, w.shape
     bias_v = rng.standard_normal(k if not transposed else k)
@@ -332,17 +250,19 @@ def build_call(name, p, data):
     fwd_rtype = _rtype(x.dtype, w.dtype)
     grad_rtype_w = _rtype(gy.dtype, x.dtype)
     grad_rtype_d = _rtype(gy.dtype, w.dtype)
-    lay_out = lambda f: (lambda: to_layout(f(), lay))  # noqa: E731
-    w_out = lambda f: (lambda: w_to_layout(f(), wl))  # noqa: E731
+    lay_out = lambda f: (lambda: layout_view(f(), lay))  # noqa: E731
+    w_out = lambda f: (lambda: weight_layout_view(f(), wl))  # noqa: E731
 
     if name == "conv2d":
         return Call(cconv.conv2d, dict(x=x, weight=w, bias=bias, **kw),
                     lay_out(lambda: badd(fwd())), ["x", "weight", "bias"], fwd_rtype)
     if name == "conv2d_backward_data":
-        return Call(cconv.conv2d_backward_data, dict(grad_out=gy, weight=w, input_shape=x_shape, **kw),
+        return Call(cconv.conv2d_backward_data,
+                    dict(grad_out=gy, weight=w, input_shape=x_shape, **kw),
                     lay_out(bwd_d), ["grad_out", "weight"], grad_rtype_d)
     if name == "conv2d_backward_weight":
-        return Call(cconv.conv2d_backward_weight, dict(grad_out=gy, x=x, weight_shape=w_shape, **kw),
+        return Call(cconv.conv2d_backward_weight,
+                    dict(grad_out=gy, x=x, weight_shape=w_shape, **kw),
                     w_out(bwd_w), ["grad_out", "x"], grad_rtype_w)
     if name == "conv2d_backward_bias":
         return Call(cconv.conv2d_backward_bias, dict(grad_out=gy, layout=lay),
@@ -367,8 +287,8 @@ def build_call(name, p, data):
         kw["algo"] = p["algo"]
 
         def expect():
-            return (to_layout(bwd_d(), lay) if "data" in need_t else None,
-                    w_to_layout(bwd_w(), wl) if "weight" in need_t else None,
+            return (layout_view(bwd_d(), lay) if "data" in need_t else None,
+                    weight_layout_view(bwd_w(), wl) if "weight" in need_t else None,
                     gv.sum(axis=(0, 2, 3)) if "bias" in need_t else None)
         return Call(fn, dict(grad_out=gy, x=x, weight=w, need=need, **kw), expect,
                     ["grad_out", "x", "weight"], (grad_rtype_d, grad_rtype_w, gy.dtype))
@@ -509,7 +429,9 @@ def _names_in(message, names):
     return any(re.search(rf"(?<![A-Za-z_]){re.escape(nm)}(?![A-Za-z_])", message) for nm in names)
 
 
-def assert_close(actual, expected, rtype, what):
+def check_result(actual, expected, rtype, what):
+    """``actual`` is an ndarray of ``rtype``'s width within 4x the dtype's tolerance of the
+    reference (scale floor 1: the fuzzed values are standard normal)."""
     assert isinstance(actual, np.ndarray), f"{what}: got {type(actual)}"
     assert actual.dtype.kind == "f" and actual.dtype.itemsize == np.dtype(rtype).itemsize, \
         f"{what}: dtype {actual.dtype}, expected {np.dtype(rtype)}"
@@ -544,7 +466,8 @@ def check_call(call, data, allow_mutation=True, tag=""):
     if kind == "kw":
         options = [m for m in KW_MUTATIONS if m[1] in params and m[1] in call.args or
                    (m[1] in params and m[1] in ("alpha", "beta", "output_padding"))]
-        if "output_padding" in params:  # known bug: test_hardening.py::test_transpose_bad_weight_layout
+        # known bug: test_hardening.py::test_transpose_bad_weight_layout
+        if "output_padding" in params:
             options = [m for m in options if m[1] != "weight_layout"]
         if options:
             desc, key, mutate, exc, nm = data.draw(st.sampled_from(options), label="kw mutation")
@@ -585,7 +508,8 @@ def check_call(call, data, allow_mutation=True, tag=""):
             expect_exc, names = (ValueError, TypeError), {"out"}
         else:
             out0 = np.random.default_rng(1).standard_normal(result.shape).astype(result.dtype)
-            alpha = data.draw(st.sampled_from([1.0, 0.5, -2.0, 0, np.float32(1.5), 3]), label="alpha")
+            alpha = data.draw(st.sampled_from([1.0, 0.5, -2.0, 0, np.float32(1.5), 3]),
+                              label="alpha")
             beta = data.draw(st.sampled_from([0.0, 1.0, -0.5, 0, np.float64(2.0)]), label="beta")
             if beta == 0 and data.draw(st.booleans(), label="nan out"):
                 out0[...] = np.nan  # beta == 0 never reads out
@@ -610,15 +534,15 @@ def check_call(call, data, allow_mutation=True, tag=""):
                 if e is None:
                     assert r is None, f"{nm} not in need but returned"
                 else:
-                    assert_close(r, e, rt, f"{tag} {nm}")
+                    check_result(r, e, rt, f"{tag} {nm}")
             return
         if out_valid is not None:
             out0, alpha, beta = out_valid
             assert result is call.args["out"], "out was not returned"
             want = alpha * expected + (beta * out0.astype(np.float64) if beta != 0 else 0)
-            assert_close(result, want, call.rtype, f"{tag} out alpha={alpha} beta={beta}")
+            check_result(result, want, call.rtype, f"{tag} out alpha={alpha} beta={beta}")
         else:
-            assert_close(result, expected, call.rtype, tag)
+            check_result(result, expected, call.rtype, tag)
         return
     try:
         call.invoke()
@@ -677,12 +601,12 @@ def test_fuzz_plan_conv2d(data):
                 return
             raise
         assert plan.algorithm in cconv.ALGORITHMS
-        assert tuple(plan.output_shape) == shape_in((p["N"], p["Kg"] * p["groups"], p["OH"], p["OW"]),
-                                                    p["layout"])
+        out_nchw = (p["N"], p["Kg"] * p["groups"], p["OH"], p["OW"])
+        assert tuple(plan.output_shape) == shape_in_layout(out_nchw, p["layout"])
         assert isinstance(plan.workspace_bytes, int) and plan.workspace_bytes >= 0
         if p["N"] > 0 and p["xdtype"] == p["wdtype"] == "float64":
             y = plan.forward(x, w, fwd.args["bias"])
-            assert_close(y, fwd.expect(), np.float64, "plan.forward")
+            check_result(y, fwd.expect(), np.float64, "plan.forward")
             gy = build_call("conv2d_backward_data", p, data)
             dx = plan.backward_data(gy.args["grad_out"], w)
             assert dx.shape == x.shape
@@ -710,8 +634,8 @@ def test_fuzz_plan_conv2d(data):
 def test_fuzz_find_algorithms(data):
     p = data.draw(conv_problems(), label="problem")
     assume(p["N"] > 0)
-    xs = shape_in((p["N"], p["Cg"] * p["groups"], p["H"], p["W"]), p["layout"])
-    ws = w_shape_in((p["Kg"] * p["groups"], p["Cg"], p["R"], p["S"]), p["wlayout"])
+    xs = shape_in_layout((p["N"], p["Cg"] * p["groups"], p["H"], p["W"]), p["layout"])
+    ws = weight_shape_in_layout((p["Kg"] * p["groups"], p["Cg"], p["R"], p["S"]), p["wlayout"])
     kw = dict(stride=p["stride_spec"], padding=p["padding"], dilation=p["dil_spec"],
               groups=p["groups"], layout=p["layout"], weight_layout=p["wlayout"],
               dtype=data.draw(st.sampled_from(["float32", "float64", "float16"]), label="dtype"),
@@ -770,55 +694,105 @@ _OVERFLOW_SCRIPT = textwrap.dedent(r"""
     cases = {
         # (call, names any of which the message must contain)
         "conv2d x": (lambda: cconv.conv2d(big_x, w1), {"x"}),
-        "conv2d x float16": (lambda: cconv.conv2d(huge((2 * E, 1, E, E), np.float16), w1), {"x"}),
-        "conv2d x nhwc": (lambda: cconv.conv2d(huge((E, E, E, 1)), w1, layout="NHWC"), {"x"}),
-        "conv2d weight": (lambda: cconv.conv2d(huge((1, 2**30, 1, 1)), huge((2**30, 2**30, 1, 1))), {"weight"}),
-        "conv2d weight hwio": (lambda: cconv.conv2d(huge((1, 1, E, E)), huge((E, E, 1, E)), weight_layout="HWIO"), {"weight"}),
-        "conv2d output K": (lambda: cconv.conv2d(huge((2**28, 1, 2**15, 2**15)), huge((16, 1, 1, 1))), {"output", "out"}),
-        "conv2d output padding": (lambda: cconv.conv2d(huge((1, 1, 2**29, 2**29)), w1, padding=2**30), {"output", "padding"}),
+        "conv2d x float16": (
+            lambda: cconv.conv2d(huge((2 * E, 1, E, E), np.float16), w1), {"x"}),
+        "conv2d x nhwc": (
+            lambda: cconv.conv2d(huge((E, E, E, 1)), w1, layout="NHWC"), {"x"}),
+        "conv2d weight": (
+            lambda: cconv.conv2d(huge((1, 2**30, 1, 1)), huge((2**30, 2**30, 1, 1))),
+            {"weight"}),
+        "conv2d weight hwio": (
+            lambda: cconv.conv2d(huge((1, 1, E, E)), huge((E, E, 1, E)), weight_layout="HWIO"),
+            {"weight"}),
+        "conv2d output K": (
+            lambda: cconv.conv2d(huge((2**28, 1, 2**15, 2**15)), huge((16, 1, 1, 1))),
+            {"output", "out"}),
+        "conv2d output padding": (
+            lambda: cconv.conv2d(huge((1, 1, 2**29, 2**29)), w1, padding=2**30),
+            {"output", "padding"}),
         "conv2d padding": (lambda: cconv.conv2d(x4, w1, padding=T), {"padding"}),
-        "conv2d padding per side": (lambda: cconv.conv2d(x4, w1, padding=((0, 2**64), (0, 0))), {"padding"}),
+        "conv2d padding per side": (
+            lambda: cconv.conv2d(x4, w1, padding=((0, 2**64), (0, 0))), {"padding"}),
         "conv2d padding 2**63": (lambda: cconv.conv2d(x4, w1, padding=2**63), {"padding"}),
-        "conv2d dilation": (lambda: cconv.conv2d(x4, w3, dilation=T, padding=T), {"padding", "dilation"}),
-        "conv2d dilation 2**70": (lambda: cconv.conv2d(x4, w3, dilation=2**70), {"padding", "dilation"}),
+        "conv2d dilation": (
+            lambda: cconv.conv2d(x4, w3, dilation=T, padding=T), {"padding", "dilation"}),
+        "conv2d dilation 2**70": (
+            lambda: cconv.conv2d(x4, w3, dilation=2**70), {"padding", "dilation"}),
         "conv2d groups 2**64": (lambda: cconv.conv2d(x4, w1, groups=2**64), {"groups"}),
         "conv2d bias": (lambda: cconv.conv2d(x4, w1, bias=huge((2**60,))), {"bias"}),
-        "backward_data input_shape": (lambda: cconv.conv2d_backward_data(g4, w1, (2**31, 1, 2**31, 4)), {"input_shape"}),
-        "backward_data input_shape 2**64": (lambda: cconv.conv2d_backward_data(g4, w1, (2**64, 1, 4, 4)), {"input_shape"}),
-        "backward_data input_shape 2**63": (lambda: cconv.conv2d_backward_data(g4, w1, (1, 1, 2**63, 4)), {"input_shape"}),
-        "backward_data grad_out": (lambda: cconv.conv2d_backward_data(big_x, w1, (E, 1, E, E)), {"input_shape", "grad_out"}),
-        "backward_data padding": (lambda: cconv.conv2d_backward_data(g4, w1, (1, 1, 4, 4), padding=T), {"padding"}),
-        "backward_weight weight_shape": (lambda: cconv.conv2d_backward_weight(g4, x4, (2**31, 1, 2**31, 1)), {"weight_shape"}),
-        "backward_weight weight_shape 2**64": (lambda: cconv.conv2d_backward_weight(g4, x4, (1, 1, 2**64, 1)), {"weight_shape"}),
-        "backward_weight x": (lambda: cconv.conv2d_backward_weight(big_x, big_x, (1, 1, 1, 1)), {"x"}),
+        "backward_data input_shape": (
+            lambda: cconv.conv2d_backward_data(g4, w1, (2**31, 1, 2**31, 4)),
+            {"input_shape"}),
+        "backward_data input_shape 2**64": (
+            lambda: cconv.conv2d_backward_data(g4, w1, (2**64, 1, 4, 4)), {"input_shape"}),
+        "backward_data input_shape 2**63": (
+            lambda: cconv.conv2d_backward_data(g4, w1, (1, 1, 2**63, 4)), {"input_shape"}),
+        "backward_data grad_out": (
+            lambda: cconv.conv2d_backward_data(big_x, w1, (E, 1, E, E)),
+            {"input_shape", "grad_out"}),
+        "backward_data padding": (
+            lambda: cconv.conv2d_backward_data(g4, w1, (1, 1, 4, 4), padding=T), {"padding"}),
+        "backward_weight weight_shape": (
+            lambda: cconv.conv2d_backward_weight(g4, x4, (2**31, 1, 2**31, 1)),
+            {"weight_shape"}),
+        "backward_weight weight_shape 2**64": (
+            lambda: cconv.conv2d_backward_weight(g4, x4, (1, 1, 2**64, 1)), {"weight_shape"}),
+        "backward_weight x": (
+            lambda: cconv.conv2d_backward_weight(big_x, big_x, (1, 1, 1, 1)), {"x"}),
         # conv2d_backward's message says input_shape (the x it got is passed on as one)
         "backward": (lambda: cconv.conv2d_backward(big_x, big_x, w1), {"x", "input_shape"}),
         "transpose x": (lambda: cconv.conv_transpose2d(big_x, w1), {"x", "output_shape"}),
-        "transpose output": (lambda: cconv.conv_transpose2d(huge((2**28, 1, 2**15, 2**15)), w1, stride=4), {"output_shape", "output"}),
-        "transpose dilation": (lambda: cconv.conv_transpose2d(x4, w3, dilation=T), {"output_shape", "dilation", "padding"}),
+        "transpose output": (
+            lambda: cconv.conv_transpose2d(huge((2**28, 1, 2**15, 2**15)), w1, stride=4),
+            {"output_shape", "output"}),
+        "transpose dilation": (
+            lambda: cconv.conv_transpose2d(x4, w3, dilation=T),
+            {"output_shape", "dilation", "padding"}),
         "transpose padding": (lambda: cconv.conv_transpose2d(x4, w1, padding=T), {"padding"}),
-        "transpose output_shape": (lambda: cconv.conv_transpose2d(x4, w1, stride=2, output_shape=(1, 1, T, T)), {"output_shape"}),
-        "transpose bd input_shape": (lambda: cconv.conv_transpose2d_backward_data(g4, w1, (2**31, 1, 2**31, 1)), {"input_shape", "output_shape", "grad_out"}),
-        "transpose bw weight_shape": (lambda: cconv.conv_transpose2d_backward_weight(g4, x4, (1, 2**31, 2**31, 1)), {"weight_shape", "weight", "output_shape"}),
-        "plan x_shape": (lambda: cconv.plan_conv2d((2**31, 1, 2**31, 1), (1, 1, 1, 1)), {"x_shape"}),
-        "plan x_shape 2**64": (lambda: cconv.plan_conv2d((2**64, 1, 1, 1), (1, 1, 1, 1)), {"x_shape"}),
-        "plan weight_shape": (lambda: cconv.plan_conv2d((1, 2**31, 1, 1), (2**31, 2**31, 1, 1)), {"weight_shape"}),
-        "plan output": (lambda: cconv.plan_conv2d((2**28, 1, 2**15, 2**15), (2**10, 1, 1, 1)), {"output"}),
-        "plan padding": (lambda: cconv.plan_conv2d((1, 1, 4, 4), (1, 1, 1, 1), padding=T), {"padding"}),
-        "plan dilation": (lambda: cconv.plan_conv2d((1, 1, 4, 4), (1, 1, 2, 2), dilation=T, padding=T), {"padding", "dilation"}),
-        "find x_shape": (lambda: cconv.find_algorithms((2**31, 1, 2**31, 1), (1, 1, 1, 1)), {"x_shape"}),
-        "find padding": (lambda: cconv.find_algorithms((1, 1, 4, 4), (1, 1, 1, 1), padding=2**62), {"padding"}),
+        "transpose output_shape": (
+            lambda: cconv.conv_transpose2d(x4, w1, stride=2, output_shape=(1, 1, T, T)),
+            {"output_shape"}),
+        "transpose bd input_shape": (
+            lambda: cconv.conv_transpose2d_backward_data(g4, w1, (2**31, 1, 2**31, 1)),
+            {"input_shape", "output_shape", "grad_out"}),
+        "transpose bw weight_shape": (
+            lambda: cconv.conv_transpose2d_backward_weight(g4, x4, (1, 2**31, 2**31, 1)),
+            {"weight_shape", "weight", "output_shape"}),
+        "plan x_shape": (
+            lambda: cconv.plan_conv2d((2**31, 1, 2**31, 1), (1, 1, 1, 1)), {"x_shape"}),
+        "plan x_shape 2**64": (
+            lambda: cconv.plan_conv2d((2**64, 1, 1, 1), (1, 1, 1, 1)), {"x_shape"}),
+        "plan weight_shape": (
+            lambda: cconv.plan_conv2d((1, 2**31, 1, 1), (2**31, 2**31, 1, 1)),
+            {"weight_shape"}),
+        "plan output": (
+            lambda: cconv.plan_conv2d((2**28, 1, 2**15, 2**15), (2**10, 1, 1, 1)), {"output"}),
+        "plan padding": (
+            lambda: cconv.plan_conv2d((1, 1, 4, 4), (1, 1, 1, 1), padding=T), {"padding"}),
+        "plan dilation": (
+            lambda: cconv.plan_conv2d((1, 1, 4, 4), (1, 1, 2, 2), dilation=T, padding=T),
+            {"padding", "dilation"}),
+        "find x_shape": (
+            lambda: cconv.find_algorithms((2**31, 1, 2**31, 1), (1, 1, 1, 1)), {"x_shape"}),
+        "find padding": (
+            lambda: cconv.find_algorithms((1, 1, 4, 4), (1, 1, 1, 1), padding=2**62),
+            {"padding"}),
     }
+    one = np.ones((1, 1, 1, 1), np.float32)
     HUGE_STRIDE = {
-        # valid problems (a 1x1 output) or a ValueError naming stride; never a hang or OverflowError
+        # valid problems (a 1x1 output) or a ValueError naming stride; never a hang or an
+        # OverflowError
         f"{fn} stride={s}": (call, {"stride"})
         for s in ("2**20", "2**40", "2**62", "2**64")
         for fn, call in (
             ("conv2d", lambda s=s: cconv.conv2d(x4, w1, stride=eval(s))),
-            ("backward_data", lambda s=s: cconv.conv2d_backward_data(np.ones((1, 1, 1, 1), np.float32), w1, (1, 1, 4, 4), stride=eval(s))),
-            ("backward_weight", lambda s=s: cconv.conv2d_backward_weight(np.ones((1, 1, 1, 1), np.float32), x4, (1, 1, 1, 1), stride=eval(s))),
-            ("transpose", lambda s=s: cconv.conv_transpose2d(np.ones((1, 1, 1, 1), np.float32), w1, stride=eval(s))),
-            ("plan", lambda s=s: cconv.plan_conv2d((1, 1, 4, 4), (1, 1, 1, 1), stride=eval(s)).workspace_bytes),
+            ("backward_data", lambda s=s: cconv.conv2d_backward_data(
+                one, w1, (1, 1, 4, 4), stride=eval(s))),
+            ("backward_weight", lambda s=s: cconv.conv2d_backward_weight(
+                one, x4, (1, 1, 1, 1), stride=eval(s))),
+            ("transpose", lambda s=s: cconv.conv_transpose2d(one, w1, stride=eval(s))),
+            ("plan", lambda s=s: cconv.plan_conv2d(
+                (1, 1, 4, 4), (1, 1, 1, 1), stride=eval(s)).workspace_bytes),
         )
     }
     table = HUGE_STRIDE if sys.argv[1:] == ["huge-stride"] else cases

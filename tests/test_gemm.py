@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 import cconv
-from reference import ref_backward_data, ref_backward_weight, ref_conv2d
+from support.reference import ref_backward_data, ref_backward_weight, ref_conv2d
 
 
 def _close(got, want, dtype):
@@ -37,7 +37,8 @@ def test_gemm_matches_reference_on_all_passes(case):
     b = rng.standard_normal(k).astype(dtype)
     gy = rng.standard_normal((n, k, h, w)).astype(dtype)
     kw = dict(groups=groups, layout=layout, algo="gemm")
-    _close(cconv.conv2d(_to(layout, x), wt, b, **kw), _to(layout, ref_conv2d(x, wt, b, groups=groups)), dtype)
+    _close(cconv.conv2d(_to(layout, x), wt, b, **kw),
+           _to(layout, ref_conv2d(x, wt, b, groups=groups)), dtype)
     _close(cconv.conv2d_backward_data(_to(layout, gy), wt, _to(layout, x).shape, **kw),
            _to(layout, ref_backward_data(gy, wt, x.shape, groups=groups)), dtype)
     _close(cconv.conv2d_backward_weight(_to(layout, gy), _to(layout, x), wt.shape, **kw),

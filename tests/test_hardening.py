@@ -1,8 +1,8 @@
 """Hardening: zero-size dimensions, threads, the Find cache under concurrent processes, leaks,
 determinism, and NaN / Inf propagation.
 
-What each section asserts (and why) is in its heading; the float64 reference is the one in
-test_fuzz.py (written independently of cconv).
+What each section asserts (and why) is in its heading; the float64 reference is
+support.reference (checked against PyTorch in test_reference.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,12 @@ import numpy as np
 import pytest
 
 import cconv
-from test_fuzz import ref_gather, ref_scatter, ref_wgrad
+from support.reference import (
+    ref_backward_data,
+    ref_backward_weight,
+    ref_conv2d,
+    resolve_padding,
+)
 
 UNDER_SANITIZER = bool(os.environ.get("CCONV_UNDER_SANITIZER"))
 F32 = np.float32
@@ -167,7 +172,8 @@ def test_zero_channels_or_spatial_size_raise_value_error(case):
         "backward_data": lambda: cconv.conv2d_backward_data(gy, w, xs),
         "backward_weight": lambda: cconv.conv2d_backward_weight(gy, x, ws),
         "backward": lambda: cconv.conv2d_backward(gy, x, w),
-        "conv_transpose2d": lambda: cconv.conv_transpose2d(x, np.zeros((xs[1],) + ws[:1] + ws[2:], F32)),
+        "conv_transpose2d": lambda: cconv.conv_transpose2d(
+            x, np.zeros((xs[1],) + ws[:1] + ws[2:], F32)),
         "plan": lambda: cconv.plan_conv2d(xs, ws),
     }
     for name, call in calls.items():
@@ -316,8 +322,9 @@ FIND_LOST_UPDATE_REPRO = (
 
 def test_find_cache_keeps_every_process_entries(find_cache_run):
     data = find_cache_run["data"]
-    fwd = [k for k in data if k.startswith("forward|")]
-    bwd = [k for k in data if k.startswith("backward_data|")]
+    # keys are "|"-separated fields, the pass among them (cconv._find_cache.key)
+    fwd = [k for k in data if "forward" in k.split("|")]
+    bwd = [k for k in data if "backward_data" in k.split("|")]
     # 6 forward + 6 backward-data shapes per process, plus one forward shape they share
     assert (len(fwd), len(bwd)) == (_NPROC * 6 + 1, _NPROC * 6)
 
@@ -399,8 +406,8 @@ def _det_run(case, dtype, nthreads):
     y = cconv.conv2d(x, w, **kw)
     gy = _rand(y.shape, dtype, seed=3)
     k_in = w.shape[0]
-    wt = _rand((x.shape[3] if kw.get("layout") == "NHWC" else x.shape[1],) + w.shape[1:], dtype, 4) \
-        if kw.get("groups", 1) == 1 else None
+    c_in = x.shape[3] if kw.get("layout") == "NHWC" else x.shape[1]
+    wt = _rand((c_in,) + w.shape[1:], dtype, 4) if kw.get("groups", 1) == 1 else None
     res = [y, cconv.conv2d_backward_data(gy, w, x.shape, **kw),
            cconv.conv2d_backward_weight(gy, x, w.shape, **kw)]
     if wt is not None and kw.get("padding") != "same":
@@ -485,23 +492,15 @@ def _algo_params():
 
 
 def _nan_geometry(geom):
-    """(xs, ws, kw, groups, stride pair, dilation pair, pad top, pad left, OH, OW)."""
+    """(xs, ws, kw, groups, stride pair, dilation pair, pads, OH, OW)."""
     xs, ws, kw = NAN_GEOMS[geom]
     stride = kw.get("stride", 1)
     stride = (stride, stride) if isinstance(stride, int) else stride
     dil = kw.get("dilation", 1)
     dil = (dil, dil) if isinstance(dil, int) else dil
-    pad = kw.get("padding", 0)
-    if pad == "same":
-        from test_fuzz import same_pads
-        pt = same_pads(xs[2], ws[2], stride[0], dil[0], False)[0]
-        pl = same_pads(xs[3], ws[3], stride[1], dil[1], False)[0]
-    elif isinstance(pad, int):
-        pt = pl = pad
-    else:
-        pt, pl = pad
+    pads = resolve_padding(kw.get("padding", 0), xs[2:], ws[2:], stride, dil)
     oh, ow = cconv.plan_conv2d(xs, ws, **kw).output_shape[2:]
-    return xs, ws, kw, kw.get("groups", 1), stride, dil, pt, pl, oh, ow
+    return xs, ws, kw, kw.get("groups", 1), stride, dil, pads, oh, ow
 
 
 def _nan_cases(test):
@@ -516,7 +515,7 @@ def _nan_cases(test):
 @_nan_cases
 def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
     _ALGO["algo"] = algo
-    xs, ws, kw, g, stride, dil, pt, pl, oh, ow = _nan_geometry(geom)
+    xs, ws, kw, g, stride, dil, pads, oh, ow = _nan_geometry(geom)
     value = SPECIALS[special]
     x = _rand(xs, dtype, seed=5)
     w = _rand(ws, dtype, seed=6)
@@ -526,7 +525,7 @@ def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
     x[-1, -1, 0, xs[3] - 1] = value
     y_any = cconv.conv2d(x, w, **kw)
     with np.errstate(invalid="ignore", over="ignore"):
-        ref_y = ref_gather(x, w, g, stride, dil, pt, pl, oh, ow)
+        ref_y = ref_conv2d(x, w, None, stride, pads, dil, g)
     assert np.isnan(ref_y).any() or np.isinf(ref_y).any()
     for algo, y in _algos_for(lambda a: cconv.conv2d(x, w, algo=a, **kw)).items():
         _same_specials(y, ref_y, f"forward algo={algo}")
@@ -535,7 +534,7 @@ def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
     gy = _rand(y_any.shape, dtype, seed=7)
     gy[0, 0, oh // 2, ow // 2] = value
     with np.errstate(invalid="ignore", over="ignore"):
-        ref_dx = ref_scatter(gy, w, g, stride, dil, pt, pl, xs[2], xs[3])
+        ref_dx = ref_backward_data(gy, w, xs, stride, pads, dil, g)
     for algo, dx in _algos_for(lambda a: cconv.conv2d_backward_data(gy, w, xs, algo=a,
                                                                     **kw)).items():
         _same_specials(dx, ref_dx, f"backward_data algo={algo}")
@@ -543,7 +542,7 @@ def test_nan_inf_propagate_like_reference(geom, special, dtype, algo):
     # backward weight: a special value in x reaches the taps that saw it
     gy2 = _rand(y_any.shape, dtype, seed=8)
     with np.errstate(invalid="ignore", over="ignore"):
-        ref_dw = ref_wgrad(x, gy2, g, stride, dil, pt, pl, ws[2], ws[3])
+        ref_dw = ref_backward_weight(gy2, x, ws, stride, pads, dil, g)
     for algo, dw in _algos_for(lambda a: cconv.conv2d_backward_weight(gy2, x, ws, algo=a,
                                                                       **kw)).items():
         _same_specials(dw, ref_dw, f"backward_weight algo={algo}")
@@ -555,7 +554,7 @@ def test_nonfinite_weight_propagates_like_reference(geom, special, dtype, algo):
     # backward-data is the scatter of grad_out * w over existing outputs only, so inputs
     # that no output of the special tap reaches stay finite (as PyTorch).
     _ALGO["algo"] = algo
-    xs, ws, kw, g, stride, dil, pt, pl, oh, ow = _nan_geometry(geom)
+    xs, ws, kw, g, stride, dil, pads, oh, ow = _nan_geometry(geom)
     x = _rand(xs, dtype, seed=15)
     w = _rand(ws, dtype, seed=16)
     w[w == 0] = 0.5
@@ -563,13 +562,13 @@ def test_nonfinite_weight_propagates_like_reference(geom, special, dtype, algo):
     y_any = cconv.conv2d(x, w, **kw)
     x[x == 0] = 0.5
     with np.errstate(invalid="ignore", over="ignore"):
-        ref_y = ref_gather(x, w, g, stride, dil, pt, pl, oh, ow)
+        ref_y = ref_conv2d(x, w, None, stride, pads, dil, g)
     for algo, y in _algos_for(lambda a: cconv.conv2d(x, w, algo=a, **kw)).items():
         _same_specials(y, ref_y, f"forward algo={algo}")
     gy = _rand(y_any.shape, dtype, seed=17)
     gy[gy == 0] = 0.5
     with np.errstate(invalid="ignore", over="ignore"):
-        ref_dx = ref_scatter(gy, w, g, stride, dil, pt, pl, xs[2], xs[3])
+        ref_dx = ref_backward_data(gy, w, xs, stride, pads, dil, g)
     assert not np.isfinite(ref_dx).all()
     for algo, dx in _algos_for(lambda a: cconv.conv2d_backward_data(gy, w, xs, algo=a,
                                                                     **kw)).items():
@@ -579,7 +578,8 @@ def test_nonfinite_weight_propagates_like_reference(geom, special, dtype, algo):
         bias = _rand((ws[1],), dtype, seed=18)
         out = _rand((xs[0], xs[1], xs[2], xs[3]), dtype, seed=19)
         expect = 2.0 * (ref_dx + bias.reshape(1, -1, 1, 1)) + 0.5 * out
-        got = cconv.conv_transpose2d(gy, w, bias, stride=stride, padding=(pt, pl),
+        (top, _), (left, _) = pads
+        got = cconv.conv_transpose2d(gy, w, bias, stride=stride, padding=(top, left),
                                      dilation=dil, output_shape=xs, out=out.copy(),
                                      alpha=2.0, beta=0.5)
         _same_specials(got, expect, "conv_transpose2d")

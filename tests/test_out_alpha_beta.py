@@ -7,23 +7,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cconv
-from conv_strategies import (
-    assert_close,
+from support.checks import assert_close, rtol_for
+from support.reference import (
+    ref_backward_data,
+    ref_backward_weight,
+    ref_conv2d,
+    ref_conv_transpose2d,
+)
+from support.strategies import (
     build_conv_case,
     build_transpose_case,
     conv_cases,
     from_layout,
     random_array,
-    rtol_for,
     to_layout,
     transpose_cases,
     weight_from_layout,
-)
-from reference import (
-    ref_backward_data,
-    ref_backward_weight,
-    ref_conv2d,
-    ref_conv_transpose2d,
 )
 
 OPS = ["forward", "backward_data", "backward_weight", "transpose"]

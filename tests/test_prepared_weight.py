@@ -4,8 +4,11 @@ import numpy as np
 import pytest
 
 import cconv
-from cconv import _winograd
-from test_winograd import ref_forward, rel_err
+from cconv.algorithms import winograd
+from support.checks import rel_err
+from support.reference import ref_conv2d
+
+PAD1 = ((1, 1), (1, 1))
 
 
 def _case(dtype=np.float32, n=2, layout="NCHW"):
@@ -29,7 +32,7 @@ def test_prepared_forward_equals_plain_forward_and_reference(algo, dtype, layout
     got = plan.forward(x, prepared, bias)
     assert np.array_equal(got, plan.forward(x, w, bias))
     x_nchw = x if layout == "NCHW" else x.transpose(0, 3, 1, 2)
-    ref = ref_forward(x_nchw, w, ((1, 1), (1, 1)), 1) + bias.reshape(1, -1, 1, 1)
+    ref = ref_conv2d(x_nchw, w, bias, 1, PAD1)
     got_nchw = got if layout == "NCHW" else got.transpose(0, 3, 1, 2)
     assert rel_err(got_nchw, ref) < (1e-5 if dtype == np.float32 else 1e-12)
 
@@ -45,7 +48,7 @@ def test_prepared_weight_is_a_snapshot_and_skips_the_transform(monkeypatch):
     def no_transform(*args, **kwargs):
         raise AssertionError("filter transformed again")
 
-    monkeypatch.setattr(_winograd._Problem, "transform_filter", no_transform)
+    monkeypatch.setattr(winograd, "transform_filter", no_transform)
     assert np.array_equal(plan.forward(x, prepared), expect)
     # out / alpha / beta through the prepared path
     out = np.ones_like(expect)
@@ -60,15 +63,19 @@ def test_prepared_weight_hwio_layout():
                              algo="winograd")
     prepared = plan.prepare_weight(w_hwio)
     assert prepared.weight.shape == w_hwio.shape
-    assert rel_err(plan.forward(x, prepared), ref_forward(x, w, ((1, 1), (1, 1)), 1)) < 1e-5
+    assert rel_err(plan.forward(x, prepared), ref_conv2d(x, w, None, 1, PAD1)) < 1e-5
 
 
 def test_prepared_weight_other_batch_and_backward_data():
     x, w = _case(n=2)
     plan = cconv.plan_conv2d(x.shape, w.shape, padding=1, algo="winograd")
     prepared = plan.prepare_weight(w)
-    x3, _ = _case(n=3)  # another batch size: falls back to transforming, still right
-    assert rel_err(plan.forward(x3, prepared), ref_forward(x3, w, ((1, 1), (1, 1)), 1)) < 1e-5
+    x3, _ = _case(n=3)  # another batch size is another plan's (ValueError naming x) ...
+    with pytest.raises(ValueError, match=r"x has shape \(3, 24, 9, 7\)"):
+        plan.forward(x3, prepared)
+    plan3 = cconv.plan_conv2d(x3.shape, w.shape, padding=1, algo="winograd")
+    prepared3 = plan3.prepare_weight(w)  # ... whose own prepared weight gives the right result
+    assert rel_err(plan3.forward(x3, prepared3), ref_conv2d(x3, w, None, 1, PAD1)) < 1e-5
     dy = np.random.default_rng(4).standard_normal(plan.output_shape).astype(np.float32)
     assert np.array_equal(plan.backward_data(dy, prepared), plan.backward_data(dy, w))
 

@@ -1,7 +1,6 @@
 """cconv against PyTorch (torch.nn.functional + autograd), when torch is installed.
 
-Also checks the float64 reference itself against torch, so a reference bug cannot make the rest
-of the suite agree with a wrong library."""
+The float64 reference itself is checked against torch in test_reference.py."""
 
 import numpy as np
 import pytest
@@ -9,11 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
-F = torch.nn.functional
 
 import cconv  # noqa: E402
-from conv_strategies import (  # noqa: E402
-    assert_close,
+from support.checks import assert_close  # noqa: E402
+from support.strategies import (  # noqa: E402
     conv_cases,
     from_layout,
     random_array,
@@ -22,87 +20,9 @@ from conv_strategies import (  # noqa: E402
     weight_from_layout,
     weight_to_layout,
 )
-from reference import (  # noqa: E402
-    ref_backward_data,
-    ref_backward_weight,
-    ref_conv2d,
-    ref_conv_transpose2d,
-    ref_conv_transpose2d_backward_data,
-    ref_conv_transpose2d_backward_weight,
-)
+from support.torch_ops import F, as_tensor, torch_conv2d, torch_conv_transpose2d  # noqa: E402
 
 F32_64 = (np.float32, np.float64)
-
-
-def _t(a, grad=False):
-    t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float64))
-    return t.requires_grad_(grad)
-
-
-def torch_conv2d(x, w, b, stride, pads, dilation, groups, g=None):
-    """float64 torch forward (+ autograd gradients when g is given); asymmetric pads via F.pad."""
-    xt, wt = _t(x, True), _t(w, True)
-    bt = None if b is None else _t(b, True)
-    (t, bo), (l, r) = pads
-    y = F.conv2d(F.pad(xt, (l, r, t, bo)), wt, bt, tuple(stride), 0, tuple(dilation), groups)
-    if g is None:
-        return y.detach().numpy()
-    gt = _t(g)
-    dx, dw = torch.autograd.grad(y, (xt, wt), gt)
-    db = gt.sum(dim=(0, 2, 3)).numpy()
-    return y.detach().numpy(), dx.numpy(), dw.numpy(), db
-
-
-def torch_conv_transpose2d(x, w, b, stride, pads, output_padding, dilation, groups, g=None):
-    """float64 torch transposed conv; per-side pads by cropping the padding-0 result."""
-    xt, wt = _t(x, True), _t(w, True)
-    bt = None if b is None else _t(b, True)
-    (t, bo), (l, r) = pads
-    full = F.conv_transpose2d(xt, wt, bt, tuple(stride), 0, tuple(output_padding), groups,
-                              tuple(dilation))
-    y = full[:, :, t:full.shape[2] - bo, l:full.shape[3] - r]
-    if g is None:
-        return y.detach().numpy()
-    dx, dw = torch.autograd.grad(y, (xt, wt), _t(g))
-    return y.detach().numpy(), dx.numpy(), dw.numpy()
-
-
-# --------------------------------------------------------------------------------------------
-# the reference itself
-# --------------------------------------------------------------------------------------------
-
-@given(case=conv_cases(dtypes=(np.float64,), memory_forms=("C",)))
-def test_reference_matches_torch(case):
-    g64, _ = case.grad_out(np.float64)
-    y, dx, dw, db = torch_conv2d(case.x64, case.w64, case.b64, case.stride, case.pads,
-                                 case.dilation, case.groups, g64)
-    args = (case.stride, case.pads, case.dilation, case.groups)
-    np.testing.assert_allclose(ref_conv2d(case.x64, case.w64, case.b64, *args), y,
-                               rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(ref_backward_data(g64, case.w64, case.x64.shape, *args), dx,
-                               rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(ref_backward_weight(g64, case.x64, case.w64.shape, *args), dw,
-                               rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(g64.sum(axis=(0, 2, 3)), db, rtol=1e-10, atol=1e-10)
-
-
-@given(case=transpose_cases(dtypes=(np.float64,), memory_forms=("C",)))
-def test_transpose_reference_matches_torch(case):
-    g64, _ = case.grad_out()
-    y, dx, dw = torch_conv_transpose2d(case.x64, case.w64, case.b64, case.stride, case.pads,
-                                       case.output_padding, case.dilation, case.groups, g64)
-    np.testing.assert_allclose(
-        ref_conv_transpose2d(case.x64, case.w64, case.b64, case.stride, case.pads,
-                             case.output_padding, case.dilation, case.groups),
-        y, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(
-        ref_conv_transpose2d_backward_data(g64, case.w64, case.x64.shape, case.stride, case.pads,
-                                           case.dilation, case.groups),
-        dx, rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(
-        ref_conv_transpose2d_backward_weight(g64, case.x64, case.w64.shape, case.stride,
-                                             case.pads, case.dilation, case.groups),
-        dw, rtol=1e-10, atol=1e-10)
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,7 +71,7 @@ def test_torch_same_padding_is_same_upper():
     for k, d in [(2, 1), (4, 1), (4, 3), (3, 2), (5, 1)]:
         x = random_array(rng, (1, 3, 9, 8), np.float64)
         w = random_array(rng, (2, 3, k, k), np.float64)
-        yt = F.conv2d(_t(x), _t(w), None, 1, "same", d).numpy()
+        yt = F.conv2d(as_tensor(x), as_tensor(w), None, 1, "same", d).numpy()
         for padding in ("same", "same_upper"):
             y = cconv.conv2d(x, w, padding=padding, dilation=d)
             assert_close(y, yt, np.float64, what=f"k={k} d={d} {padding}")

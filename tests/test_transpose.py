@@ -6,24 +6,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cconv
-from conv_strategies import (
+from support.checks import assert_close
+from support.reference import (
+    ref_backward_bias,
+    ref_conv_transpose2d,
+    ref_conv_transpose2d_backward_data,
+    ref_conv_transpose2d_backward_weight,
+    transpose_output_size,
+)
+from support.strategies import (
     MEMORY_FORMS,
-    assert_close,
     from_layout,
     random_array,
     to_layout,
     transpose_cases,
     weight_from_layout,
     weight_to_layout,
-)
-from reference import (
-    ref_backward_bias,
-    ref_backward_data,
-    ref_conv2d,
-    ref_conv_transpose2d,
-    ref_conv_transpose2d_backward_data,
-    ref_conv_transpose2d_backward_weight,
-    transpose_output_size,
 )
 
 NEEDS = st.lists(st.sampled_from(["data", "weight", "bias"]), min_size=1, max_size=3,
@@ -238,24 +236,3 @@ def test_transpose_batch_zero():
     y = cconv.conv_transpose2d(x, w, stride=2)
     assert y.shape == (0, 3, 11, 11)
     assert y.dtype == np.float32
-
-
-def test_transpose_reference_data_gradient_is_forward_conv():
-    """Sanity of the reference itself (no cconv): the data gradient of a transposed conv is the
-    forward conv of grad_out, the weight gradient is conv2d's weight gradient with roles swapped."""
-    rng = np.random.default_rng(37)
-    x = rng.standard_normal((2, 6, 5, 4))
-    w = rng.standard_normal((6, 2, 3, 2))
-    pads = ((1, 2), (0, 1))
-    g = rng.standard_normal(ref_conv_transpose2d(x, w, None, 2, pads, 1, 1, 3).shape)
-    dx = ref_conv_transpose2d_backward_data(g, w, x.shape, 2, pads, 1, 3)
-    # conv2d of g with the same pads, then cropped to the input size
-    dx2 = ref_conv2d(g, w, None, 2, ((1, 2 - 1), (0, 1 - 1)), 1, 3)[:, :, :5, :4]
-    np.testing.assert_allclose(dx, dx2, rtol=1e-12, atol=1e-12)
-    dw = ref_conv_transpose2d_backward_weight(g, x, w.shape, 2, pads, 1, 3)
-    dw2 = np.einsum("nchw,nchw->", ref_conv_transpose2d(x, w, None, 2, pads, 1, 1, 3), g)
-    assert np.isclose(np.sum(dw * w), dw2, rtol=1e-12)
-    # and backward_data of conv2d (a scatter) is the transposed conv for output_padding 0
-    y = ref_conv_transpose2d(x, w, None, 2, pads, 0, 1, 3)
-    np.testing.assert_allclose(ref_backward_data(x, w, y.shape, 2, pads, 1, 3), y,
-                               rtol=1e-12, atol=1e-12)

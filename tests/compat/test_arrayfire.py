@@ -132,7 +132,8 @@ def test_bias_gradient_sums_d0_d1_and_batch_to_shape_K():
 
 @pytest.mark.parametrize(
     "spelling, kind",
-    [("filter", "filter"), (1, "filter"), ("AF_CONV_GRADIENT_FILTER", "filter"), (af.AF_CONV_GRADIENT_FILTER, "filter"),
+    [("filter", "filter"), (1, "filter"), ("AF_CONV_GRADIENT_FILTER", "filter"),
+     (af.AF_CONV_GRADIENT_FILTER, "filter"),
      ("data", "data"), (2, "data"), ("AF_CONV_GRADIENT_DATA", "data"),
      ("bias", "bias"), (3, "bias"), ("AF_CONV_GRADIENT_BIAS", "bias"), (np.int32(3), "bias")],
 )
@@ -159,16 +160,19 @@ def test_bad_grad_type(bad):
 def test_gradient_checks_convolved_output_shape():
     s = np.ones((3, 3, 1, 1))
     with pytest.raises(ValueError, match="convolved_output"):
-        af.convolve2_gradient_nn(np.ones((2, 2, 1, 1)), s, s[:2, :2], np.ones((3, 2, 1, 1)), 1, 0, 1, "data")
+        af.convolve2_gradient_nn(np.ones((2, 2, 1, 1)), s, s[:2, :2], np.ones((3, 2, 1, 1)), 1, 0,
+                                 1, "data")
 
 
 # ------------------------------------------------------------------ cross-checks
 
 
 geometry = st.fixed_dictionaries(dict(
-    d0=st.integers(1, 7), d1=st.integers(1, 7), c=st.integers(1, 3), n=st.integers(1, 2), k=st.integers(1, 3),
-    f0=st.integers(1, 3), f1=st.integers(1, 3), s=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-    p=st.tuples(st.integers(0, 2), st.integers(0, 2)), dil=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    d0=st.integers(1, 7), d1=st.integers(1, 7), c=st.integers(1, 3), n=st.integers(1, 2),
+    k=st.integers(1, 3), f0=st.integers(1, 3), f1=st.integers(1, 3),
+    s=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    p=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    dil=st.tuples(st.integers(1, 2), st.integers(1, 2)),
     seed=st.integers(0, 2**16),
 ))
 
@@ -191,7 +195,8 @@ def test_matches_core_conv2d_with_flipped_filter(g):
     # the same thing spelled on the core API: NCHW with H = d1, W = d0, filter reversed
     x_nchw = np.ascontiguousarray(s.transpose(3, 2, 1, 0))
     w_oihw = np.ascontiguousarray(f.transpose(3, 2, 1, 0)[:, :, ::-1, ::-1])
-    ref = cconv.conv2d(x_nchw, w_oihw, stride=g["s"][::-1], padding=g["p"][::-1], dilation=g["dil"][::-1])
+    ref = cconv.conv2d(x_nchw, w_oihw, stride=g["s"][::-1], padding=g["p"][::-1],
+                       dilation=g["dil"][::-1])
     np.testing.assert_allclose(y, np.asarray(ref).transpose(3, 2, 1, 0), rtol=1e-9, atol=1e-9)
 
 
@@ -201,10 +206,12 @@ def test_against_torch_autograd(g):
     torch = pytest.importorskip("torch")
     s, f = _case(g)
     y = af.convolve2_nn(s, f, g["s"], g["p"], g["dil"])
-    # ArrayFire's a(i0, i1, c, n) is torch's x[n, c, i0, i1] with stride/padding/dilation in (d0, d1) order
+    # ArrayFire's a(i0, i1, c, n) is torch's x[n, c, i0, i1] with stride/padding/dilation in
+    # (d0, d1) order
     xs = torch.tensor(s.transpose(3, 2, 0, 1), requires_grad=True)
     wf = torch.tensor(f.transpose(3, 2, 0, 1), requires_grad=True)
-    yt = torch.nn.functional.conv2d(xs, torch.flip(wf, (2, 3)), stride=g["s"], padding=g["p"], dilation=g["dil"])
+    yt = torch.nn.functional.conv2d(xs, torch.flip(wf, (2, 3)), stride=g["s"], padding=g["p"],
+                                    dilation=g["dil"])
     np.testing.assert_allclose(y, yt.detach().numpy().transpose(2, 3, 1, 0), rtol=1e-9, atol=1e-9)
     gy = np.random.default_rng(g["seed"] + 1).standard_normal(y.shape)
     yt.backward(torch.tensor(gy.transpose(3, 2, 0, 1)))

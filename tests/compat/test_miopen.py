@@ -43,7 +43,8 @@ def test_channel_checks():
     with pytest.raises(ValueError, match="Channels"):
         d.get_forward_output_dim((1, 3, 5, 5), (2, 2, 3, 3))
     d.set_group_count(3)
-    assert d.get_forward_output_dim((1, 3, 5, 5), (6, 1, 3, 3)) == (1, 6, 3, 3)  # depthwise, multiplier 2
+    # depthwise, multiplier 2
+    assert d.get_forward_output_dim((1, 3, 5, 5), (6, 1, 3, 3)) == (1, 6, 3, 3)
     t = miopen.ConvolutionDescriptor("transpose")
     with pytest.raises(ValueError, match="Channels"):
         t.get_forward_output_dim((1, 3, 5, 5), (2, 3, 3, 3))  # x channels must equal w[0]
@@ -83,7 +84,8 @@ def test_transpose_mode_forward_scatters_with_output_padding():
 
 
 def test_transpose_mode_backward_data_is_the_forward_convolution():
-    # dy (the transposed output, W=5) convolved with w = [1, 10], stride 2: dx[i] = dy[2i] + 10 dy[2i+1]
+    # dy (the transposed output, W=5) convolved with w = [1, 10], stride 2:
+    # dx[i] = dy[2i] + 10 dy[2i+1]
     d = miopen.ConvolutionDescriptor("transpose", stride=(1, 2))
     d.set_transpose_output_padding(0, 1)
     dy, w = arr([1, 2, 3, 4, 5], (1, 1, 1, 5)), arr([1, 10], (1, 1, 1, 2))
@@ -128,7 +130,8 @@ def test_non_contiguous_destination_is_written():
 def test_wrong_output_shape_raises():
     d = miopen.ConvolutionDescriptor()
     with pytest.raises(ValueError, match="shape"):
-        miopen.convolution_forward(1.0, np.ones((1, 1, 4, 4)), np.ones((1, 1, 3, 3)), d, None, 0.0, np.zeros((1, 1, 3, 3)))
+        miopen.convolution_forward(1.0, np.ones((1, 1, 4, 4)), np.ones((1, 1, 3, 3)), d, None,
+                                   0.0, np.zeros((1, 1, 3, 3)))
 
 
 def test_bias_forward_and_backward():
@@ -152,13 +155,15 @@ def test_bias_forward_and_backward():
         miopen.convolution_forward_bias(1.0, np.ones(4), 0.0, y)
 
 
-# ------------------------------------------------------------------ algorithms: Find, names, workspace
+# ---------------------------------------------------------- algorithms: Find, names, workspace
 
 MIOPEN_NAMES = {
-    "forward": {"miopenConvolutionFwdAlgoDirect", "miopenConvolutionFwdAlgoWinograd", "miopenConvolutionFwdAlgoGEMM"},
+    "forward": {"miopenConvolutionFwdAlgoDirect", "miopenConvolutionFwdAlgoWinograd",
+                "miopenConvolutionFwdAlgoGEMM"},
     "backward_data": {"miopenConvolutionBwdDataAlgoDirect", "miopenConvolutionBwdDataAlgoWinograd",
                       "miopenConvolutionBwdDataAlgoGEMM"},
-    "backward_weights": {"miopenConvolutionBwdWeightsAlgoDirect", "miopenConvolutionBwdWeightsAlgoWinograd",
+    "backward_weights": {"miopenConvolutionBwdWeightsAlgoDirect",
+                         "miopenConvolutionBwdWeightsAlgoWinograd",
                          "miopenConvolutionBwdWeightsAlgoGEMM"},
 }
 
@@ -192,7 +197,8 @@ def test_find_all_directions_and_run_each_result(mode):
     dx = np.zeros_like(x)
     _check_perf(miopen.find_convolution_backward_data_algorithm(d, dy, w, dx), "backward_data")
     dw = np.zeros_like(w)
-    _check_perf(miopen.find_convolution_backward_weights_algorithm(d, dy, x, dw), "backward_weights")
+    _check_perf(miopen.find_convolution_backward_weights_algorithm(d, dy, x, dw),
+                "backward_weights")
     assert len(miopen.find_convolution_forward_algorithm(d, x, w, y, request_algo_count=1)) == 1
 
 
@@ -206,8 +212,10 @@ def test_find_lists_only_usable_algorithms():
 
 
 @pytest.mark.parametrize("call, algo", [
-    ("forward", "miopenConvolutionFwdAlgoFFT"), ("forward", "miopenConvolutionFwdAlgoImplicitGEMM"), ("forward", 2),
-    ("backward_data", "miopenConvolutionBwdDataAlgoFFT"), ("backward_data", "miopenTransposeBwdDataAlgoGEMM"),
+    ("forward", "miopenConvolutionFwdAlgoFFT"), ("forward", "miopenConvolutionFwdAlgoImplicitGEMM"),
+    ("forward", 2),
+    ("backward_data", "miopenConvolutionBwdDataAlgoFFT"),
+    ("backward_data", "miopenTransposeBwdDataAlgoGEMM"),
     ("backward_weights", "miopenConvolutionBwdWeightsAlgoImplicitGEMM"), ("backward_weights", 5),
 ])
 def test_fft_and_implicit_gemm_are_unavailable(call, algo):
@@ -222,7 +230,8 @@ def test_fft_and_implicit_gemm_are_unavailable(call, algo):
             miopen.convolution_backward_weights(1.0, y, x, d, algo, 0.0, np.zeros_like(w))
 
 
-FWD_NAMES = {"miopenConvolutionFwdAlgoDirect": ("direct", 1), "miopenConvolutionFwdAlgoWinograd": ("winograd", 3),
+FWD_NAMES = {"miopenConvolutionFwdAlgoDirect": ("direct", 1),
+             "miopenConvolutionFwdAlgoWinograd": ("winograd", 3),
              "miopenConvolutionFwdAlgoGEMM": ("gemm", 0)}
 
 
@@ -233,7 +242,8 @@ def test_algorithm_names_map_to_cconv(name):
     w = np.random.default_rng(1).standard_normal((2, 2, 3, 3))
     y = np.zeros((1, 2, 3, 3))
     cc_name, enum_value = FWD_NAMES[name]
-    if cc_name not in cconv.ALGORITHMS:  # this build lacks it: a clear error, never a silent substitute
+    # this build lacks it: a clear error, never a silent substitute
+    if cc_name not in cconv.ALGORITHMS:
         for spelling in (name, enum_value):
             with pytest.raises(ValueError, match="not available"):
                 miopen.convolution_forward(1.0, x, w, d, spelling, 0.0, y)
@@ -258,12 +268,12 @@ def test_auto_and_wrong_direction_names():
         miopen.convolution_forward(1.0, x, w, d, algo, 0.0, y)
         np.testing.assert_allclose(y, want, rtol=1e-9, atol=1e-9)
     with pytest.raises(ValueError, match="not a forward algorithm"):
-        miopen.convolution_forward(1.0, x, w, d, "miopenConvolutionBwdDataAlgoDirect", 0.0, np.zeros((1, 2, 3, 3)))
+        miopen.convolution_forward(1.0, x, w, d, "miopenConvolutionBwdDataAlgoDirect", 0.0,
+                                   np.zeros((1, 2, 3, 3)))
     with pytest.raises(ValueError, match="not a forward algorithm"):
         miopen.convolution_forward(1.0, x, w, d, "fft", 0.0, np.zeros((1, 2, 3, 3)))
 
 
-@pytest.mark.skipif("winograd" not in cconv.ALGORITHMS, reason="this cconv build has no Winograd")
 def test_winograd_on_an_unusable_shape_is_refused_by_the_core():
     d = miopen.ConvolutionDescriptor()
     with pytest.raises(ValueError, match="(?i)winograd|3x3"):
@@ -288,16 +298,19 @@ def test_workspace_queries_are_the_max_over_usable_algorithms():
     with pytest.raises(ValueError, match="shape"):
         miopen.convolution_forward_get_workspace_size(d, ws, xs, (1, 4, 7, 7))
     with pytest.raises(ValueError, match="spatial|4-D"):
-        miopen.convolution_forward_get_workspace_size(d, (4, 4, 3, 3, 3), (1, 4, 8, 8, 8), (1, 4, 8, 8, 8))
+        miopen.convolution_forward_get_workspace_size(d, (4, 4, 3, 3, 3), (1, 4, 8, 8, 8),
+                                                      (1, 4, 8, 8, 8))
 
 
 # ------------------------------------------------------------------ cross-checks
 
 
 cases = st.fixed_dictionaries(dict(
-    n=st.integers(1, 2), h=st.integers(1, 6), w=st.integers(1, 6), cg=st.integers(1, 2), kg=st.integers(1, 2),
-    g=st.integers(1, 3), kh=st.integers(1, 3), kw=st.integers(1, 3), s=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-    p=st.tuples(st.integers(0, 2), st.integers(0, 2)), d=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    n=st.integers(1, 2), h=st.integers(1, 6), w=st.integers(1, 6), cg=st.integers(1, 2),
+    kg=st.integers(1, 2), g=st.integers(1, 3), kh=st.integers(1, 3), kw=st.integers(1, 3),
+    s=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    p=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    d=st.tuples(st.integers(1, 2), st.integers(1, 2)),
     adj=st.tuples(st.integers(0, 2), st.integers(0, 2)), alpha=st.sampled_from([1.0, 0.5]),
     beta=st.sampled_from([0.0, 1.0, -2.0]), seed=st.integers(0, 2**16),
 ))
@@ -312,7 +325,8 @@ def test_convolution_mode_matches_core(c):
     rng = np.random.default_rng(c["seed"])
     desc = miopen.ConvolutionDescriptor("convolution", c["p"], c["s"], c["d"])
     desc.set_group_count(c["g"])
-    x, w = rng.standard_normal((c["n"], C, c["h"], c["w"])), rng.standard_normal((K, c["cg"], c["kh"], c["kw"]))
+    x = rng.standard_normal((c["n"], C, c["h"], c["w"]))
+    w = rng.standard_normal((K, c["cg"], c["kh"], c["kw"]))
     kw = dict(stride=c["s"], padding=c["p"], dilation=c["d"], groups=c["g"])
     ref = np.asarray(cconv.conv2d(x, w, **kw))
     y0 = rng.standard_normal(ref.shape)
@@ -322,11 +336,13 @@ def test_convolution_mode_matches_core(c):
     dy = rng.standard_normal(ref.shape)
     dx = np.zeros_like(x)
     miopen.convolution_backward_data(c["alpha"], dy, w, desc, None, 0.0, dx)
-    np.testing.assert_allclose(dx, c["alpha"] * np.asarray(cconv.conv2d_backward_data(dy, w, x.shape, **kw)),
-                               rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        dx, c["alpha"] * np.asarray(cconv.conv2d_backward_data(dy, w, x.shape, **kw)),
+        rtol=1e-9, atol=1e-9)
     dw = np.zeros_like(w)
     miopen.convolution_backward_weights(1.0, dy, x, desc, None, 0.0, dw)
-    np.testing.assert_allclose(dw, cconv.conv2d_backward_weight(dy, x, w.shape, **kw), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(dw, cconv.conv2d_backward_weight(dy, x, w.shape, **kw),
+                               rtol=1e-9, atol=1e-9)
 
 
 @settings(max_examples=25, deadline=None)
@@ -340,7 +356,8 @@ def test_transpose_mode_against_torch(c):
     desc = miopen.ConvolutionDescriptor("transpose", c["p"], c["s"], c["d"])
     desc.set_group_count(c["g"])
     desc.set_transpose_output_padding(*adj)
-    x, w = rng.standard_normal((c["n"], C, c["h"], c["w"])), rng.standard_normal((C, c["kg"], c["kh"], c["kw"]))
+    x = rng.standard_normal((c["n"], C, c["h"], c["w"]))
+    w = rng.standard_normal((C, c["kg"], c["kh"], c["kw"]))
     out_hw = [(n - 1) * c["s"][i] - 2 * c["p"][i] + (k - 1) * c["d"][i] + 1 + adj[i]
               for i, (n, k) in enumerate(((c["h"], c["kh"]), (c["w"], c["kw"])))]
     if min(out_hw) < 1:
@@ -350,7 +367,8 @@ def test_transpose_mode_against_torch(c):
     assert desc.get_forward_output_dim(x.shape, w.shape) == (c["n"], K, *out_hw)
     xt = torch.tensor(x, requires_grad=True)
     wt = torch.tensor(w, requires_grad=True)
-    yt = F.conv_transpose2d(xt, wt, stride=c["s"], padding=c["p"], output_padding=adj, dilation=c["d"], groups=c["g"])
+    yt = F.conv_transpose2d(xt, wt, stride=c["s"], padding=c["p"], output_padding=adj,
+                            dilation=c["d"], groups=c["g"])
     y = np.zeros(tuple(yt.shape))
     miopen.convolution_forward(1.0, x, w, desc, None, 0.0, y)
     np.testing.assert_allclose(y, yt.detach().numpy(), rtol=1e-9, atol=1e-9)

@@ -1,4 +1,5 @@
-"""cconv.compat.onednn: Graph API Convolution / ConvolutionBackwardData / ConvolutionBackwardWeights.
+"""cconv.compat.onednn: Graph API Convolution / ConvolutionBackwardData /
+ConvolutionBackwardWeights.
 
 Hand-worked cases use NXC data (N, H, W, C) with a signal along H and XIO weights (KH, 1, 1, 1).
 """
@@ -37,8 +38,10 @@ def test_backward_data_same_upper_vs_same_lower():
 def test_forward_same_lower_puts_the_extra_row_on_top():
     # x = [1, 2], w = [1, 10]: same_lower -> [0*1 + 1*10, 1 + 20] = [10, 21]; same_upper -> [21, 2]
     x, w = sig([1, 2]), filt([1, 10])
-    np.testing.assert_allclose(onednn.convolution_forward(x, w, auto_pad="same_lower").ravel(), [10, 21])
-    np.testing.assert_allclose(onednn.convolution_forward(x, w, auto_pad="same_upper").ravel(), [21, 2])
+    np.testing.assert_allclose(onednn.convolution_forward(x, w, auto_pad="same_lower").ravel(),
+                               [10, 21])
+    np.testing.assert_allclose(onednn.convolution_forward(x, w, auto_pad="same_upper").ravel(),
+                               [21, 2])
 
 
 def test_auto_pad_overrides_explicit_pads():
@@ -56,7 +59,8 @@ def test_auto_pad_overrides_explicit_pads():
 def test_same_with_stride():
     # H=5, k=2, stride 2: out 3, total (3-1)*2 + 2 - 5 = 1: same_lower pads top 1:
     # y = [0 + 10*1, 2 + 10*3, 4 + 10*5] = [10, 32, 54]
-    y = onednn.convolution_forward(sig([1, 2, 3, 4, 5]), filt([1, 10]), strides=[2, 2], auto_pad="same_lower")
+    y = onednn.convolution_forward(sig([1, 2, 3, 4, 5]), filt([1, 10]), strides=[2, 2],
+                                   auto_pad="same_lower")
     np.testing.assert_allclose(y.ravel(), [10, 32, 54])
 
 
@@ -68,13 +72,17 @@ def test_dst_shape_resolves_strided_ambiguity():
     dy = np.array([1.0, 2.0]).reshape(1, 2, 1, 1)
     w = filt([1])
     # without dst_shape: the smallest consistent size, (2-1)*2 + 1 = 3
-    np.testing.assert_allclose(onednn.convolution_backward_data(dy, w, strides=2).ravel(), [1, 0, 2])
+    np.testing.assert_allclose(onednn.convolution_backward_data(dy, w, strides=2).ravel(),
+                               [1, 0, 2])
     # dst_shape picks 4 (full or spatial-only)
-    np.testing.assert_allclose(onednn.convolution_backward_data(dy, w, [1, 4, 1, 1], strides=2).ravel(), [1, 0, 2, 0])
-    np.testing.assert_allclose(onednn.convolution_backward_data(dy, w, [4, 1], strides=2).ravel(), [1, 0, 2, 0])
+    np.testing.assert_allclose(
+        onednn.convolution_backward_data(dy, w, [1, 4, 1, 1], strides=2).ravel(), [1, 0, 2, 0])
+    np.testing.assert_allclose(
+        onednn.convolution_backward_data(dy, w, [4, 1], strides=2).ravel(), [1, 0, 2, 0])
     # output_padding adds to the inferred size when dst_shape is absent
     np.testing.assert_allclose(
-        onednn.convolution_backward_data(dy, w, strides=2, output_padding=[1, 0]).ravel(), [1, 0, 2, 0])
+        onednn.convolution_backward_data(dy, w, strides=2, output_padding=[1, 0]).ravel(),
+        [1, 0, 2, 0])
 
 
 def test_inconsistent_dst_shape_or_output_padding_raises():
@@ -88,7 +96,8 @@ def test_inconsistent_dst_shape_or_output_padding_raises():
 def test_explicit_pads_backward_data_shape_and_values():
     # pads_begin 1, pads_end 0, k=2, dy of size 2 -> dst = (2-1)*1 + 2 - 1 - 0 = 2
     # forward: y0 = 10*x0, y1 = x0 + 10*x1 -> dx = [10 + 1, 10]  (dy = ones)
-    dx = onednn.convolution_backward_data(np.ones((1, 2, 1, 1)), filt([1, 10]), pads_begin=[1, 0], pads_end=[0, 0])
+    dx = onednn.convolution_backward_data(np.ones((1, 2, 1, 1)), filt([1, 10]), pads_begin=[1, 0],
+                                          pads_end=[0, 0])
     assert dx.shape == (1, 2, 1, 1)
     np.testing.assert_allclose(dx.ravel(), [11, 10])
 
@@ -98,9 +107,11 @@ def test_explicit_pads_backward_data_shape_and_values():
 
 def test_dilations_are_one_based():
     x, w = sig([1, 2, 3, 4, 5]), filt([1, 10])
-    np.testing.assert_allclose(onednn.convolution_forward(x, w, dilations=1).ravel(), [21, 32, 43, 54])
+    np.testing.assert_allclose(onednn.convolution_forward(x, w, dilations=1).ravel(),
+                               [21, 32, 43, 54])
     # dilation 2: y[i] = x[i] + 10 x[i+2]
-    np.testing.assert_allclose(onednn.convolution_forward(x, w, dilations=[2, 1]).ravel(), [31, 42, 53])
+    np.testing.assert_allclose(onednn.convolution_forward(x, w, dilations=[2, 1]).ravel(),
+                               [31, 42, 53])
     with pytest.raises(ValueError, match="dilations"):
         onednn.convolution_forward(x, w, dilations=0)
 
@@ -110,12 +121,15 @@ def test_ncx_oix_formats():
     x = rng.standard_normal((2, 5, 6, 4))  # NXC
     w = rng.standard_normal((3, 2, 4, 6))  # XIO
     y = onednn.convolution_forward(x, w, strides=[1, 2], pads_begin=[1, 0], pads_end=[0, 1])
-    y2 = onednn.convolution_forward(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), strides=[1, 2],
-                                    pads_begin=[1, 0], pads_end=[0, 1], data_format="NCX", weights_format="OIX")
+    ncx_oix = dict(data_format="NCX", weights_format="OIX")
+    y2 = onednn.convolution_forward(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1),
+                                    strides=[1, 2], pads_begin=[1, 0], pads_end=[0, 1], **ncx_oix)
     np.testing.assert_allclose(y2, y.transpose(0, 3, 1, 2), rtol=1e-9, atol=1e-9)
-    dx = onednn.convolution_backward_data(y, w, x.shape, strides=[1, 2], pads_begin=[1, 0], pads_end=[0, 1])
-    dx2 = onednn.convolution_backward_data(y2, w.transpose(3, 2, 0, 1), x.transpose(0, 3, 1, 2).shape, strides=[1, 2],
-                                           pads_begin=[1, 0], pads_end=[0, 1], data_format="NCX", weights_format="OIX")
+    dx = onednn.convolution_backward_data(y, w, x.shape, strides=[1, 2], pads_begin=[1, 0],
+                                          pads_end=[0, 1])
+    dx2 = onednn.convolution_backward_data(y2, w.transpose(3, 2, 0, 1),
+                                           x.transpose(0, 3, 1, 2).shape, strides=[1, 2],
+                                           pads_begin=[1, 0], pads_end=[0, 1], **ncx_oix)
     np.testing.assert_allclose(dx2, dx.transpose(0, 3, 1, 2), rtol=1e-9, atol=1e-9)
 
 
@@ -125,13 +139,14 @@ def test_groups_weights_hold_c_over_groups_inputs():
     y = onednn.convolution_forward(x, np.ones((1, 1, 2, 2)), groups=2)
     np.testing.assert_allclose(y.ravel(), [3, 12])
     # backward data: each output's gradient goes back to its own group's channels
-    dx = onednn.convolution_backward_data(np.array([1.0, 10.0]).reshape(1, 1, 1, 2), np.ones((1, 1, 2, 2)),
-                                          [1, 1, 1, 4], groups=2)
+    dx = onednn.convolution_backward_data(np.array([1.0, 10.0]).reshape(1, 1, 1, 2),
+                                          np.ones((1, 1, 2, 2)), [1, 1, 1, 4], groups=2)
     np.testing.assert_allclose(dx.ravel(), [1, 1, 10, 10])
 
 
-@pytest.mark.parametrize("kw", [dict(data_format="NHWC"), dict(weights_format="HWIO"), dict(auto_pad="same"),
-                                dict(strides=0), dict(pads_begin=-1), dict(groups=0), dict(strides=[1, 1, 1])])
+@pytest.mark.parametrize("kw", [dict(data_format="NHWC"), dict(weights_format="HWIO"),
+                                dict(auto_pad="same"), dict(strides=0), dict(pads_begin=-1),
+                                dict(groups=0), dict(strides=[1, 1, 1])])
 def test_bad_attributes(kw):
     with pytest.raises((ValueError, TypeError)):
         onednn.convolution_forward(np.ones((1, 3, 3, 1)), np.ones((1, 1, 1, 1)), **kw)
@@ -139,10 +154,12 @@ def test_bad_attributes(kw):
 
 def test_backward_weights_hand_worked():
     # same_upper forward y0 = f0 x0 + f1 x1, y1 = f0 x1 ; x = [1, 2], dy = [1, 1] -> df = [3, 2]
-    df = onednn.convolution_backward_weights(sig([1, 2]), np.ones((1, 2, 1, 1)), [2, 1, 1, 1], auto_pad="same_upper")
+    df = onednn.convolution_backward_weights(sig([1, 2]), np.ones((1, 2, 1, 1)), [2, 1, 1, 1],
+                                             auto_pad="same_upper")
     np.testing.assert_allclose(df.ravel(), [3, 2])
     # same_lower: y0 = f1 x0, y1 = f0 x0 + f1 x1 -> df = [x0, x0 + x1] = [1, 3]
-    df = onednn.convolution_backward_weights(sig([1, 2]), np.ones((1, 2, 1, 1)), [2, 1, 1, 1], auto_pad="same_lower")
+    df = onednn.convolution_backward_weights(sig([1, 2]), np.ones((1, 2, 1, 1)), [2, 1, 1, 1],
+                                             auto_pad="same_lower")
     np.testing.assert_allclose(df.ravel(), [1, 3])
 
 
@@ -150,11 +167,14 @@ def test_backward_weights_hand_worked():
 
 
 cases = st.fixed_dictionaries(dict(
-    n=st.integers(1, 2), h=st.integers(1, 7), w=st.integers(1, 7), cg=st.integers(1, 2), kg=st.integers(1, 2),
-    g=st.integers(1, 2), kh=st.integers(1, 3), kw=st.integers(1, 3), s=st.tuples(st.integers(1, 3), st.integers(1, 3)),
-    d=st.tuples(st.integers(1, 2), st.integers(1, 2)), pb=st.tuples(st.integers(0, 2), st.integers(0, 2)),
+    n=st.integers(1, 2), h=st.integers(1, 7), w=st.integers(1, 7), cg=st.integers(1, 2),
+    kg=st.integers(1, 2), g=st.integers(1, 2), kh=st.integers(1, 3), kw=st.integers(1, 3),
+    s=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    d=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    pb=st.tuples(st.integers(0, 2), st.integers(0, 2)),
     pe=st.tuples(st.integers(0, 2), st.integers(0, 2)),
-    auto_pad=st.sampled_from(["none", "valid", "same_upper", "same_lower"]), seed=st.integers(0, 2**16),
+    auto_pad=st.sampled_from(["none", "valid", "same_upper", "same_lower"]),
+    seed=st.integers(0, 2**16),
 ))
 
 
@@ -182,20 +202,24 @@ def test_all_three_ops_match_core(c):
     C, K = c["cg"] * c["g"], c["kg"] * c["g"]
     x = rng.standard_normal((c["n"], c["h"], c["w"], C))
     w = rng.standard_normal((c["kh"], c["kw"], c["cg"], K))
-    attrs = dict(strides=c["s"], pads_begin=c["pb"], pads_end=c["pe"], dilations=c["d"], auto_pad=c["auto_pad"],
-                 groups=c["g"])
-    core = dict(stride=c["s"], padding=pads, dilation=c["d"], groups=c["g"], layout="NHWC", weight_layout="HWIO")
+    attrs = dict(strides=c["s"], pads_begin=c["pb"], pads_end=c["pe"], dilations=c["d"],
+                 auto_pad=c["auto_pad"], groups=c["g"])
+    core = dict(stride=c["s"], padding=pads, dilation=c["d"], groups=c["g"], layout="NHWC",
+                weight_layout="HWIO")
     y = onednn.convolution_forward(x, w, **attrs)
     np.testing.assert_allclose(y, cconv.conv2d(x, w, **core), rtol=1e-9, atol=1e-9)
     dy = rng.standard_normal(y.shape)
     dx = onednn.convolution_backward_data(dy, w, x.shape, **attrs)
-    np.testing.assert_allclose(dx, cconv.conv2d_backward_data(dy, w, x.shape, **core), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(dx, cconv.conv2d_backward_data(dy, w, x.shape, **core),
+                               rtol=1e-9, atol=1e-9)
     dw = onednn.convolution_backward_weights(x, dy, w.shape, **attrs)
-    np.testing.assert_allclose(dw, cconv.conv2d_backward_weight(dy, x, w.shape, **core), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(dw, cconv.conv2d_backward_weight(dy, x, w.shape, **core),
+                               rtol=1e-9, atol=1e-9)
 
 
 # torch's transposed convolution takes symmetric padding only
-symmetric_cases = cases.map(lambda c: {**c, "pe": c["pb"], "auto_pad": ("none", "valid")[c["seed"] % 2]})
+symmetric_cases = cases.map(
+    lambda c: {**c, "pe": c["pb"], "auto_pad": ("none", "valid")[c["seed"] % 2]})
 
 
 @settings(max_examples=20, deadline=None)
@@ -204,14 +228,14 @@ def test_backward_data_without_dst_shape_against_torch_transpose(c):
     torch = pytest.importorskip("torch")
     pads = _pads(c)
     rng = np.random.default_rng(c["seed"])
-    C, K = c["cg"] * c["g"], c["kg"] * c["g"]
+    K = c["kg"] * c["g"]
     oh = (c["h"] + sum(pads[0]) - (c["kh"] - 1) * c["d"][0] - 1) // c["s"][0] + 1
     ow = (c["w"] + sum(pads[1]) - (c["kw"] - 1) * c["d"][1] - 1) // c["s"][1] + 1
     dy = rng.standard_normal((c["n"], oh, ow, K))
     w = rng.standard_normal((c["kh"], c["kw"], c["cg"], K))
     op = [rng.integers(0, max(c["s"][i], c["d"][i])) for i in range(2)]
-    attrs = dict(strides=c["s"], pads_begin=c["pb"], pads_end=c["pe"], dilations=c["d"], auto_pad=c["auto_pad"],
-                 groups=c["g"], output_padding=op)
+    attrs = dict(strides=c["s"], pads_begin=c["pb"], pads_end=c["pe"], dilations=c["d"],
+                 auto_pad=c["auto_pad"], groups=c["g"], output_padding=op)
     sizes = [(o - 1) * c["s"][i] + (k - 1) * c["d"][i] + 1 - sum(pads[i]) + op[i]
              for i, (o, k) in enumerate(((oh, c["kh"]), (ow, c["kw"])))]
     if min(sizes) < 1:  # no input size is consistent: a clear error, not a crash
@@ -220,12 +244,14 @@ def test_backward_data_without_dst_shape_against_torch_transpose(c):
         return
     # torch conv_transpose2d weight (in=K, out/groups=C/g, kh, kw): the conv weight (K, C/g, kh, kw)
     want = torch.nn.functional.conv_transpose2d(
-        torch.tensor(dy.transpose(0, 3, 1, 2)), torch.tensor(w.transpose(3, 2, 0, 1).copy()), stride=c["s"],
-        padding=(pads[0][0], pads[1][0]), output_padding=op, dilation=c["d"], groups=c["g"]).numpy()
+        torch.tensor(dy.transpose(0, 3, 1, 2)), torch.tensor(w.transpose(3, 2, 0, 1).copy()),
+        stride=c["s"], padding=(pads[0][0], pads[1][0]), output_padding=op, dilation=c["d"],
+        groups=c["g"]).numpy()
     try:
         dx = onednn.convolution_backward_data(dy, w, **attrs)
     except ValueError:
-        # output_padding >= stride is inconsistent with dy for oneDNN: torch allows it when < dilation
+        # output_padding >= stride is inconsistent with dy for oneDNN: torch allows it when
+        # < dilation
         assert any(op[i] >= c["s"][i] for i in range(2))
         return
     np.testing.assert_allclose(dx, want.transpose(0, 2, 3, 1), rtol=1e-9, atol=1e-9)

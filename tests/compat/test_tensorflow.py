@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 import cconv
 from cconv.compat import tensorflow as tf
+from support.reference import resolve_padding
 
 
 def sig(values):
@@ -54,7 +55,8 @@ def test_valid_and_dilation():
 def test_explicit_paddings_in_data_format_order():
     # NHWC explicit_paddings [N0, N1, top, bottom, left, right, C0, C1]: top 1, bottom 0
     # y = [0*1 + 1*10, 1 + 20] = [10, 21]
-    y = tf.conv2d(sig([1, 2]), filt([1, 10]), 1, "EXPLICIT", explicit_paddings=[0, 0, 1, 0, 0, 0, 0, 0])
+    y = tf.conv2d(sig([1, 2]), filt([1, 10]), 1, "EXPLICIT",
+                  explicit_paddings=[0, 0, 1, 0, 0, 0, 0, 0])
     np.testing.assert_allclose(y.ravel(), [10, 21])
     # right padding 2 widens W: (1, 2, 1, 1) with 1x1 filter -> W = 3, new columns zero
     y = tf.conv2d(sig([1, 2]), filt([1]), 1, "EXPLICIT", explicit_paddings=[0, 0, 0, 0, 0, 2, 0, 0])
@@ -69,11 +71,13 @@ def test_explicit_paddings_in_data_format_order():
 def test_explicit_paddings_nchw_order():
     x = sig([1, 2]).transpose(0, 3, 1, 2)  # NCHW (1, 1, 2, 1)
     # NCHW order [N, N, C, C, top, bottom, left, right]
-    y = tf.conv2d(x, filt([1, 10]), 1, "EXPLICIT", data_format="NCHW", explicit_paddings=[0, 0, 0, 0, 1, 0, 0, 0])
+    y = tf.conv2d(x, filt([1, 10]), 1, "EXPLICIT", data_format="NCHW",
+                  explicit_paddings=[0, 0, 0, 0, 1, 0, 0, 0])
     np.testing.assert_allclose(y.ravel(), [10, 21])
 
 
-@pytest.mark.parametrize("pads", [[1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 1], [0, 0, 1, 0], [0, 0, -1, 0, 0, 0, 0, 0]])
+@pytest.mark.parametrize("pads", [[1, 0, 0, 0, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0, 0, 1], [0, 0, 1, 0],
+                                  [0, 0, -1, 0, 0, 0, 0, 0]])
 def test_bad_explicit_paddings(pads):
     with pytest.raises(ValueError, match="explicit_paddings|must"):
         tf.conv2d(sig([1, 2, 3]), filt([1]), 1, "EXPLICIT", explicit_paddings=pads)
@@ -89,7 +93,8 @@ def test_explicit_paddings_only_with_explicit():
 # ------------------------------------------------------------------ strides / dilations
 
 
-@pytest.mark.parametrize("fmt, strides", [("NHWC", [2, 1, 1, 1]), ("NHWC", [1, 1, 1, 2]), ("NCHW", [1, 2, 1, 1]), ("NCHW", [2, 1, 1, 1])])
+@pytest.mark.parametrize("fmt, strides", [("NHWC", [2, 1, 1, 1]), ("NHWC", [1, 1, 1, 2]),
+                                         ("NCHW", [1, 2, 1, 1]), ("NCHW", [2, 1, 1, 1])])
 def test_batch_or_channel_strides_rejected(fmt, strides):
     x = np.ones((1, 4, 4, 1)) if fmt == "NHWC" else np.ones((1, 1, 4, 4))
     with pytest.raises(ValueError, match="batch and depth"):
@@ -104,7 +109,8 @@ def test_strides_in_data_format_order():
     y = tf.conv2d(x, one, [1, 2, 1, 1], "VALID")  # NHWC: H stride 2
     assert y.shape == (1, 2, 5, 1)
     np.testing.assert_allclose(y[0, :, :, 0], x[0, ::2, :, 0])
-    yc = tf.conv2d(x.transpose(0, 3, 1, 2), one, [1, 1, 1, 2], "VALID", data_format="NCHW")  # NCHW: W stride 2
+    # NCHW: W stride 2
+    yc = tf.conv2d(x.transpose(0, 3, 1, 2), one, [1, 1, 1, 2], "VALID", data_format="NCHW")
     assert yc.shape == (1, 1, 4, 3)
     np.testing.assert_allclose(yc[0, 0], x[0, :, ::2, 0])
     # int and 2-list forms
@@ -123,7 +129,8 @@ def test_bad_data_format():
 def test_conv2d_backprop_input_same():
     # forward (see test above): y0 = 1*x0 + 10*x1, y1 = 1*x1  ->  with dy = [1, 1]:
     # dx0 = 1, dx1 = 10 + 1 = 11
-    dx = tf.conv2d_backprop_input([1, 2, 1, 1], filt([1, 10]), np.ones((1, 2, 1, 1)), [1, 1, 1, 1], "SAME")
+    dx = tf.conv2d_backprop_input([1, 2, 1, 1], filt([1, 10]), np.ones((1, 2, 1, 1)),
+                                  [1, 1, 1, 1], "SAME")
     np.testing.assert_allclose(dx.ravel(), [1, 11])
     # input_sizes may give only the spatial size
     dx2 = tf.conv2d_backprop_input([2, 1], filt([1, 10]), np.ones((1, 2, 1, 1)), 1, "SAME")
@@ -133,8 +140,10 @@ def test_conv2d_backprop_input_same():
 def test_conv2d_backprop_input_strided_size_is_taken_from_input_sizes():
     # H=4 and H=3 both give 2 outputs with fh=1, stride 2, VALID; input_sizes picks the shape.
     dy = np.array([1.0, 2.0]).reshape(1, 2, 1, 1)
-    np.testing.assert_allclose(tf.conv2d_backprop_input([1, 4, 1, 1], filt([1]), dy, 2, "VALID").ravel(), [1, 0, 2, 0])
-    np.testing.assert_allclose(tf.conv2d_backprop_input([1, 3, 1, 1], filt([1]), dy, 2, "VALID").ravel(), [1, 0, 2])
+    np.testing.assert_allclose(
+        tf.conv2d_backprop_input([1, 4, 1, 1], filt([1]), dy, 2, "VALID").ravel(), [1, 0, 2, 0])
+    np.testing.assert_allclose(
+        tf.conv2d_backprop_input([1, 3, 1, 1], filt([1]), dy, 2, "VALID").ravel(), [1, 0, 2])
 
 
 def test_conv2d_backprop_filter_same():
@@ -174,7 +183,8 @@ def test_depthwise_channels_do_not_mix_and_same_pads_bottom():
     np.testing.assert_allclose(y[0, :, 0, 0], [21, 2])
     np.testing.assert_allclose(y[0, :, 0, 1], [403, 4])
     # NCHW gives the same numbers in NCHW order
-    yc = tf.depthwise_conv2d_native(x.transpose(0, 3, 1, 2), f, [1, 1, 1, 1], "SAME", data_format="NCHW")
+    yc = tf.depthwise_conv2d_native(x.transpose(0, 3, 1, 2), f, [1, 1, 1, 1], "SAME",
+                                    data_format="NCHW")
     np.testing.assert_allclose(yc, y.transpose(0, 3, 1, 2))
 
 
@@ -211,23 +221,18 @@ def test_grouped_conv2d_from_filter_in_channels():
 
 
 cases = st.fixed_dictionaries(dict(
-    n=st.integers(1, 2), h=st.integers(1, 7), w=st.integers(1, 7), c=st.integers(1, 3), m=st.integers(1, 3),
-    fh=st.integers(1, 3), fw=st.integers(1, 3), s=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    n=st.integers(1, 2), h=st.integers(1, 7), w=st.integers(1, 7), c=st.integers(1, 3),
+    m=st.integers(1, 3), fh=st.integers(1, 3), fw=st.integers(1, 3),
+    s=st.tuples(st.integers(1, 3), st.integers(1, 3)),
     d=st.tuples(st.integers(1, 2), st.integers(1, 2)), padding=st.sampled_from(["SAME", "VALID"]),
     fmt=st.sampled_from(["NHWC", "NCHW"]), seed=st.integers(0, 2**16),
 ))
 
 
-def _same_pad(n, k, s, d):
-    out = -(-n // s)
-    total = max((out - 1) * s + (k - 1) * d + 1 - n, 0)
-    return (total // 2, total - total // 2)
-
-
 def _pads(g):
-    if g["padding"] == "VALID":
-        return ((0, 0), (0, 0))
-    return (_same_pad(g["h"], g["fh"], g["s"][0], g["d"][0]), _same_pad(g["w"], g["fw"], g["s"][1], g["d"][1]))
+    """TF's SAME is cconv's "same" (the odd extra pixel at the end)."""
+    return resolve_padding(g["padding"].lower(), (g["h"], g["w"]), (g["fh"], g["fw"]), g["s"],
+                           g["d"])
 
 
 def _valid(g):
@@ -237,7 +242,10 @@ def _valid(g):
 
 def _arrays(g, k):
     rng = np.random.default_rng(g["seed"])
-    shape = (g["n"], g["h"], g["w"], g["c"]) if g["fmt"] == "NHWC" else (g["n"], g["c"], g["h"], g["w"])
+    if g["fmt"] == "NHWC":
+        shape = (g["n"], g["h"], g["w"], g["c"])
+    else:
+        shape = (g["n"], g["c"], g["h"], g["w"])
     return rng.standard_normal(shape), rng.standard_normal((g["fh"], g["fw"], g["c"], k)), rng
 
 
@@ -251,15 +259,18 @@ def _strides4(g):
 def test_conv2d_and_backprops_match_core(g):
     _valid(g)
     x, f, rng = _arrays(g, g["m"])
-    kw = dict(stride=g["s"], padding=_pads(g), dilation=g["d"], layout=g["fmt"], weight_layout="HWIO")
+    kw = dict(stride=g["s"], padding=_pads(g), dilation=g["d"], layout=g["fmt"],
+              weight_layout="HWIO")
     dil4 = [1, g["d"][0], g["d"][1], 1] if g["fmt"] == "NHWC" else [1, 1, g["d"][0], g["d"][1]]
     y = tf.conv2d(x, f, _strides4(g), g["padding"], data_format=g["fmt"], dilations=dil4)
     np.testing.assert_allclose(y, cconv.conv2d(x, f, **kw), rtol=1e-9, atol=1e-9)
     dy = rng.standard_normal(y.shape)
     dx = tf.conv2d_backprop_input(list(x.shape), f, dy, _strides4(g), g["padding"], g["fmt"], dil4)
-    np.testing.assert_allclose(dx, cconv.conv2d_backward_data(dy, f, x.shape, **kw), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(dx, cconv.conv2d_backward_data(dy, f, x.shape, **kw),
+                               rtol=1e-9, atol=1e-9)
     df = tf.conv2d_backprop_filter(x, f.shape, dy, _strides4(g), g["padding"], g["fmt"], dil4)
-    np.testing.assert_allclose(df, cconv.conv2d_backward_weight(dy, x, f.shape, **kw), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(df, cconv.conv2d_backward_weight(dy, x, f.shape, **kw),
+                               rtol=1e-9, atol=1e-9)
 
 
 @settings(max_examples=25, deadline=None)
@@ -270,20 +281,24 @@ def test_depthwise_against_torch(g):
     _valid(g)
     x, f, rng = _arrays(g, g["m"])
     c, m = g["c"], g["m"]
-    (t, b), (l, r) = _pads(g)
+    (top, bottom), (left, right) = _pads(g)
     xn = x if g["fmt"] == "NCHW" else x.transpose(0, 3, 1, 2)
     xt = torch.tensor(np.ascontiguousarray(xn), requires_grad=True)
     # torch depthwise weight (C*M, 1, fh, fw): row c*M + m is TF's filter[:, :, c, m]
-    wt = torch.tensor(np.ascontiguousarray(f.reshape(g["fh"], g["fw"], c * m).transpose(2, 0, 1)[:, None]),
-                      requires_grad=True)
-    yt = F.conv2d(F.pad(xt, (l, r, t, b)), wt, stride=g["s"], dilation=g["d"], groups=c)
+    w_torch = f.reshape(g["fh"], g["fw"], c * m).transpose(2, 0, 1)[:, None]
+    wt = torch.tensor(np.ascontiguousarray(w_torch), requires_grad=True)
+    yt = F.conv2d(F.pad(xt, (left, right, top, bottom)), wt, stride=g["s"], dilation=g["d"],
+                  groups=c)
     to_fmt = (lambda a: a) if g["fmt"] == "NCHW" else (lambda a: a.transpose(0, 2, 3, 1))
     y = tf.depthwise_conv2d_native(x, f, g["s"], g["padding"], g["fmt"], list(g["d"]))
     np.testing.assert_allclose(y, to_fmt(yt.detach().numpy()), rtol=1e-9, atol=1e-9)
     dy = rng.standard_normal(y.shape)
-    yt.backward(torch.tensor(np.ascontiguousarray(dy if g["fmt"] == "NCHW" else dy.transpose(0, 3, 1, 2))))
-    dx = tf.depthwise_conv2d_native_backprop_input(x.shape, f, dy, g["s"], g["padding"], g["fmt"], list(g["d"]))
+    dy_nchw = dy if g["fmt"] == "NCHW" else dy.transpose(0, 3, 1, 2)
+    yt.backward(torch.tensor(np.ascontiguousarray(dy_nchw)))
+    dx = tf.depthwise_conv2d_native_backprop_input(x.shape, f, dy, g["s"], g["padding"], g["fmt"],
+                                                   list(g["d"]))
     np.testing.assert_allclose(dx, to_fmt(xt.grad.numpy()), rtol=1e-9, atol=1e-9)
-    df = tf.depthwise_conv2d_native_backprop_filter(x, f.shape, dy, g["s"], g["padding"], g["fmt"], list(g["d"]))
+    df = tf.depthwise_conv2d_native_backprop_filter(x, f.shape, dy, g["s"], g["padding"],
+                                                    g["fmt"], list(g["d"]))
     want = wt.grad.numpy()[:, 0].transpose(1, 2, 0).reshape(g["fh"], g["fw"], c, m)
     np.testing.assert_allclose(df, want, rtol=1e-9, atol=1e-9)

@@ -1,17 +1,23 @@
-"""Plain float64 reference for 2-D convolution and its gradients.
+"""The float64 reference for 2-D convolution, its gradients and the transposed convolution.
 
-Everything here is written for obviousness, not speed: an explicit Python loop over groups and
-kernel taps (r, s), and for each tap one einsum over a strided window of the (zero-)padded input.
-The backward passes are derived on their own (scatter-add / correlate per tap), never by calling
-the forward, so a mistake shared by forward and backward in the library cannot hide behind a
-mistake shared by the reference.
+This is the only reference in the test suite; tests/test_reference.py checks every function
+here against PyTorch (forward, both gradients, transposed and its gradients; stride,
+dilation, asymmetric padding, groups) and checks that the gradients are the adjoints of the
+forward passes.
+
+Everything is written for obviousness, not speed: an explicit Python loop over groups and
+kernel taps (r, s), and for each tap one einsum over a strided window of the zero-padded
+input.  The backward passes are written on their own (scatter-add / correlate per tap), never
+by calling the forward, so a mistake shared by forward and backward in the library cannot
+hide behind the same mistake in the reference.  NaN and Inf propagate as the definition
+says (the padding is real zeros: 0 * Inf = NaN where a non-finite weight meets the padding).
 
 Conventions (all NCHW / OIHW, float64):
 
 * ``x``       (N, C, H, W)
-* ``w``       (K, C // groups, R, S)              -- ``conv_transpose2d``: (C_in, K // groups, R, S)
+* ``w``       (K, C // groups, R, S)     -- transposed: (C_in, K // groups, R, S)
 * ``pads``    ((top, bottom), (left, right))
-* ``stride``  (sh, sw); ``dilation`` (dh, dw)
+* ``stride``  (sh, sw) or an int; ``dilation`` (dh, dw) or an int
 * forward:    y[n, k, i, j] = b[k] + sum_{c, r, s} xpad[n, g*Cg + c, i*sh + r*dh, j*sw + s*dw]
                                                     * w[k, c, r, s]       (k in group g)
 """
@@ -38,6 +44,8 @@ __all__ = [
     "oihw_to_hwio",
     "hwio_to_oihw",
 ]
+
+NO_PADS = ((0, 0), (0, 0))
 
 
 # --------------------------------------------------------------------------------------------
@@ -70,7 +78,7 @@ def resolve_padding(padding, in_hw, kernel_hw, stride=1, dilation=1):
     dilation = pair(dilation)
     if isinstance(padding, str):
         if padding == "valid":
-            return ((0, 0), (0, 0))
+            return NO_PADS
         if padding not in ("same", "same_upper", "same_lower"):
             raise ValueError(f"unknown padding {padding!r}")
         out = []
@@ -83,8 +91,8 @@ def resolve_padding(padding, in_hw, kernel_hw, stride=1, dilation=1):
         p = int(padding)
         return ((p, p), (p, p))
     if _is_per_side(padding):
-        (t, b), (l, r) = padding
-        return ((int(t), int(b)), (int(l), int(r)))
+        (top, bottom), (left, right) = padding
+        return ((int(top), int(bottom)), (int(left), int(right)))
     ph, pw = padding
     return ((int(ph), int(ph)), (int(pw), int(pw)))
 
@@ -94,11 +102,12 @@ def resolve_transpose_padding(padding):
     if isinstance(padding, str):
         if padding != "valid":
             raise ValueError(f"bad transpose padding {padding!r}")
-        return ((0, 0), (0, 0))
+        return NO_PADS
     return resolve_padding(padding, (1, 1), (1, 1))
 
 
 def conv_output_size(in_hw, kernel_hw, stride, pads, dilation):
+    """(Ho, Wo) of a forward convolution."""
     stride, dilation = pair(stride), pair(dilation)
     out = []
     for size, k, s, (pa, pb), d in zip(in_hw, kernel_hw, stride, pads, dilation):
@@ -108,9 +117,11 @@ def conv_output_size(in_hw, kernel_hw, stride, pads, dilation):
 
 
 def transpose_output_size(in_hw, kernel_hw, stride, pads, dilation, output_padding=0):
+    """(Ho, Wo) of a transposed convolution (PyTorch's formula)."""
     stride, dilation, output_padding = pair(stride), pair(dilation), pair(output_padding)
     out = []
-    for size, k, s, (pa, pb), d, op in zip(in_hw, kernel_hw, stride, pads, dilation, output_padding):
+    for size, k, s, (pa, pb), d, op in zip(in_hw, kernel_hw, stride, pads, dilation,
+                                           output_padding):
         out.append((size - 1) * s - pa - pb + (k - 1) * d + 1 + op)
     return tuple(out)
 
@@ -132,22 +143,23 @@ def hwio_to_oihw(w):
 
 
 def _pad(x, pads):
-    (t, b), (l, r) = pads
-    return np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+    (top, bottom), (left, right) = pads
+    return np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
 
 
 def _window(a, r, s, out_hw, stride, dilation):
     """a[:, :, r*dh + i*sh, s*dw + j*sw] for i < Ho, j < Wo (a strided view)."""
     (sh, sw), (dh, dw) = stride, dilation
     ho, wo = out_hw
-    return a[:, :, r * dh: r * dh + (ho - 1) * sh + 1: sh, s * dw: s * dw + (wo - 1) * sw + 1: sw]
+    return a[:, :, r * dh: r * dh + (ho - 1) * sh + 1: sh,
+             s * dw: s * dw + (wo - 1) * sw + 1: sw]
 
 
 # --------------------------------------------------------------------------------------------
 # convolution and its gradients
 # --------------------------------------------------------------------------------------------
 
-def ref_conv2d(x, w, b=None, stride=1, pads=((0, 0), (0, 0)), dilation=1, groups=1):
+def ref_conv2d(x, w, b=None, stride=1, pads=NO_PADS, dilation=1, groups=1):
     """Forward cross-correlation, NCHW x OIHW -> NCHW, float64."""
     x = np.asarray(x, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
@@ -172,7 +184,7 @@ def ref_conv2d(x, w, b=None, stride=1, pads=((0, 0), (0, 0)), dilation=1, groups
     return y
 
 
-def ref_backward_data(gy, w, input_shape, stride=1, pads=((0, 0), (0, 0)), dilation=1, groups=1):
+def ref_backward_data(gy, w, input_shape, stride=1, pads=NO_PADS, dilation=1, groups=1):
     """d(loss)/dx given gy = d(loss)/dy: scatter-add gy * w into the padded input, then crop."""
     gy = np.asarray(gy, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
@@ -182,8 +194,8 @@ def ref_backward_data(gy, w, input_shape, stride=1, pads=((0, 0), (0, 0)), dilat
     kg = k // groups
     ho, wo = conv_output_size((h, wd), (r_, s_), stride, pads, dilation)
     assert gy.shape == (n, k, ho, wo), (gy.shape, (n, k, ho, wo))
-    (t, bt), (l, rt) = pads
-    dxp = np.zeros((n, c, h + t + bt, wd + l + rt), dtype=np.float64)
+    (top, bottom), (left, right) = pads
+    dxp = np.zeros((n, c, h + top + bottom, wd + left + right), dtype=np.float64)
     for g in range(groups):
         gg = gy[:, g * kg:(g + 1) * kg]
         dg = dxp[:, g * cg:(g + 1) * cg]
@@ -191,10 +203,10 @@ def ref_backward_data(gy, w, input_shape, stride=1, pads=((0, 0), (0, 0)), dilat
             for s in range(s_):
                 view = _window(dg, r, s, (ho, wo), stride, dilation)       # writes through
                 view += np.einsum("nkhw,kc->nchw", gg, w[g * kg:(g + 1) * kg, :, r, s])
-    return dxp[:, :, t:t + h, l:l + wd].copy()
+    return dxp[:, :, top:top + h, left:left + wd].copy()
 
 
-def ref_backward_weight(gy, x, weight_shape, stride=1, pads=((0, 0), (0, 0)), dilation=1, groups=1):
+def ref_backward_weight(gy, x, weight_shape, stride=1, pads=NO_PADS, dilation=1, groups=1):
     """d(loss)/dw: per tap, correlate gy with the matching window of the padded input."""
     gy = np.asarray(gy, dtype=np.float64)
     x = np.asarray(x, dtype=np.float64)
@@ -225,13 +237,13 @@ def ref_backward_bias(gy):
 # transposed convolution (PyTorch semantics) and its gradients
 # --------------------------------------------------------------------------------------------
 
-def ref_conv_transpose2d(x, w, b=None, stride=1, pads=((0, 0), (0, 0)), output_padding=0,
-                         dilation=1, groups=1):
+def ref_conv_transpose2d(x, w, b=None, stride=1, pads=NO_PADS, output_padding=0, dilation=1,
+                         groups=1):
     """Transposed conv, x (N, C_in, H, W), w (C_in, K/groups, R, S) -> (N, K, Ho, Wo).
 
     Every input pixel scatters x[n, c, i, j] * w[c, k, r, s] to full[n, k, i*sh + r*dh,
     j*sw + s*dw]; the full image (extended by output_padding at the bottom / right) is then
-    cropped by pads: out = full[pt : pt + Ho, pl : pl + Wo].
+    cropped by pads: out = full[top : top + Ho, left : left + Wo].
     """
     x = np.asarray(x, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
@@ -254,8 +266,8 @@ def ref_conv_transpose2d(x, w, b=None, stride=1, pads=((0, 0), (0, 0)), output_p
                 view += np.einsum("nchw,ck->nkhw", xg, w[g * cg:(g + 1) * cg, :, r, s])
     ho, wo = transpose_output_size((h, wd), (r_, s_), stride, pads, dilation, op)
     assert ho >= 1 and wo >= 1
-    (t, _), (l, _) = pads
-    y = full[:, :, t:t + ho, l:l + wo].copy()
+    (top, _), (left, _) = pads
+    y = full[:, :, top:top + ho, left:left + wo].copy()
     if b is not None:
         y += np.asarray(b, dtype=np.float64).reshape(1, k, 1, 1)
     return y
@@ -267,16 +279,16 @@ def _transpose_full(gy, in_hw, kernel_hw, stride, pads, dilation):
     h, wd = in_hw
     r_, s_ = kernel_hw
     n, k, ho, wo = gy.shape
-    (t, _), (l, _) = pads
-    full_h = max((h - 1) * sh + (r_ - 1) * dh + 1, t + ho)
-    full_w = max((wd - 1) * sw + (s_ - 1) * dw + 1, l + wo)
+    (top, _), (left, _) = pads
+    full_h = max((h - 1) * sh + (r_ - 1) * dh + 1, top + ho)
+    full_w = max((wd - 1) * sw + (s_ - 1) * dw + 1, left + wo)
     full = np.zeros((n, k, full_h, full_w), dtype=np.float64)
-    full[:, :, t:t + ho, l:l + wo] = gy
+    full[:, :, top:top + ho, left:left + wo] = gy
     return full
 
 
-def ref_conv_transpose2d_backward_data(gy, w, input_shape, stride=1, pads=((0, 0), (0, 0)),
-                                       dilation=1, groups=1):
+def ref_conv_transpose2d_backward_data(gy, w, input_shape, stride=1, pads=NO_PADS, dilation=1,
+                                       groups=1):
     """d(loss)/dx of conv_transpose2d: gather gy at every tap (a forward conv of gy)."""
     gy = np.asarray(gy, dtype=np.float64)
     w = np.asarray(w, dtype=np.float64)
@@ -296,7 +308,7 @@ def ref_conv_transpose2d_backward_data(gy, w, input_shape, stride=1, pads=((0, 0
     return dx
 
 
-def ref_conv_transpose2d_backward_weight(gy, x, weight_shape, stride=1, pads=((0, 0), (0, 0)),
+def ref_conv_transpose2d_backward_weight(gy, x, weight_shape, stride=1, pads=NO_PADS,
                                          dilation=1, groups=1):
     """d(loss)/dw of conv_transpose2d, w (C_in, K/groups, R, S)."""
     gy = np.asarray(gy, dtype=np.float64)

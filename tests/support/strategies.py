@@ -1,7 +1,4 @@
-"""Hypothesis strategies and small helpers shared by the cconv tests.
-
-Kept out of conftest.py on purpose: test modules import names from here, and importing from a
-``conftest`` module is fragile when another directory (tests/compat/) has its own conftest.py.
+"""Hypothesis strategies for convolution problems, and the layout / memory helpers they use.
 
 A drawn case carries the float64 NCHW / OIHW values the reference works on *and* the arrays to
 hand to cconv (in the drawn layout, weight layout, dtype and memory order); both hold exactly the
@@ -13,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from reference import (
+from .reference import (
     conv_output_size,
     nchw_to_nhwc,
     nhwc_to_nchw,
@@ -24,7 +21,6 @@ from reference import (
 )
 
 FLOAT_DTYPES = (np.float32, np.float64, np.float16)
-RTOL = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-10}
 MEMORY_FORMS = ("C", "C", "F", "sliced", "negstride")
 FWD_PADDING_FORMS = ("int", "pair", "per_side", "valid", "same", "same_upper", "same_lower")
 TRANSPOSE_PADDING_FORMS = ("int", "pair", "per_side", "valid")
@@ -33,34 +29,6 @@ TRANSPOSE_PADDING_FORMS = ("int", "pair", "per_side", "valid")
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-
-def rtol_for(dtype):
-    return RTOL[np.dtype(dtype)]
-
-
-def assert_close(actual, ref, dtype=None, rtol=None, what=""):
-    """max |actual - ref| <= rtol * max |ref|  (rtol from the result dtype unless given).
-
-    The scale has a floor of 1e-3 so an all-zero reference (an output window that only saw
-    padding) still has to come out (almost) zero.
-    """
-    actual = np.asarray(actual)
-    ref = np.asarray(ref, dtype=np.float64)
-    assert actual.shape == ref.shape, f"{what}: shape {actual.shape} != reference {ref.shape}"
-    if dtype is None:
-        dtype = actual.dtype
-    if rtol is None:
-        rtol = rtol_for(dtype)
-    a64 = actual.astype(np.float64)
-    assert np.all(np.isfinite(a64)), f"{what}: non-finite values in result"
-    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-3)
-    err = float(np.abs(a64 - ref).max()) if ref.size else 0.0
-    if err > rtol * scale:
-        idx = np.unravel_index(np.argmax(np.abs(a64 - ref)), ref.shape)
-        raise AssertionError(
-            f"{what}: max abs error {err:.3e} > {rtol:.0e} * max|ref| ({scale:.3e}); "
-            f"worst at {idx}: got {a64[idx]!r}, reference {ref[idx]!r}")
-
 
 def with_memory(a, form):
     """An array equal to ``a`` but laid out in memory as ``form`` says."""
@@ -158,8 +126,8 @@ def _padding_spec(draw, forms, max_pad=3):
     if form == "pair":
         return (draw(st.integers(0, max_pad)), draw(st.integers(0, max_pad)))
     if form == "per_side":
-        t, b, l, r = (draw(st.integers(0, max_pad)) for _ in range(4))
-        return ((t, b), (l, r))
+        top, bottom, left, right = (draw(st.integers(0, max_pad)) for _ in range(4))
+        return ((top, bottom), (left, right))
     return form  # a string
 
 
@@ -177,7 +145,7 @@ class ConvCase:
     stride: tuple            # per axis ints
     dilation: tuple
     pads: tuple              # resolved ((t, b), (l, r))
-    kwargs: dict             # stride / padding / dilation / groups / layout / weight_layout as passed
+    kwargs: dict             # stride / padding / dilation / groups / layouts, as passed
     layout: str
     weight_layout: str
     x64: np.ndarray          # NCHW float64 (values exactly those of x)
@@ -243,10 +211,7 @@ def conv_cases(draw, max_c=20, max_hw=23, max_n=3, max_k=5, dtypes=FLOAT_DTYPES,
         s = draw(st.one_of(st.just(r), st.integers(1, max_k)))
     else:
         r, s = kernel
-    if stride is None:
-        stride_v, stride_arg = _axis_param(draw, 1, 3)
-    else:
-        stride_v, stride_arg = (stride, stride), stride
+    stride_arg = _axis_param(draw, 1, 3)[1] if stride is None else stride
     if dilation is None:
         dil_v, dil_arg = _axis_param(draw, 1, 3)
     else:
@@ -257,11 +222,10 @@ def conv_cases(draw, max_c=20, max_hw=23, max_n=3, max_k=5, dtypes=FLOAT_DTYPES,
     if isinstance(padding, str):
         need = (1, 1) if padding.startswith("same") else eff
     else:
-        (t, b), (l, rr) = resolve_padding(padding, (1, 1), (1, 1))
-        need = (max(1, eff[0] - t - b), max(1, eff[1] - l - rr))
+        (top, bottom), (left, right) = resolve_padding(padding, (1, 1), (1, 1))
+        need = (max(1, eff[0] - top - bottom), max(1, eff[1] - left - right))
     h = draw(st.integers(need[0], max(need[0], max_hw)))
     w = draw(st.integers(need[1], max(need[1], max_hw)))
-    pads = resolve_padding(padding, (h, w), (r, s), stride_v, dil_v)
     nn = draw(st.integers(1, max_n)) if n is None else n
 
     layout = draw(st.sampled_from(layouts))
