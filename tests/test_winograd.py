@@ -368,7 +368,7 @@ print(json.dumps(dict(growth=after - before, result=r.nbytes, workspace=ws,
 
 @pytest.mark.parametrize("op", ["forward", "backward_data", "backward_weight"])
 def test_peak_rss_stays_within_result_plus_reported_workspace(op):
-    # The memory bound: a call needs the result and plan.workspace_bytes beyond its
+    # The memory bound: a call needs the result and plan.workspace_bytes beyond its
     # operands, not 16/4 x the activations of transformed tiles.  Peak RSS growth of a
     # fresh process over one call (vgg-like 8x128x56x56, 12.8 MB activations).
     import json

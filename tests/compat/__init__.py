@@ -1,1 +1,1 @@
-"""Tests of the compatibility adapters in cconv.compat (one module per seed system)."""
+"""Tests of the compatibility adapters in cconv.compat (one module per library adapted)."""
