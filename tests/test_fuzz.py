@@ -2,13 +2,13 @@
 
 Contract under test (the README's "Rules worth knowing"): every call either returns a result
 equal to the float64 reference (support.reference, itself checked against PyTorch) or raises
-ValueError / TypeError whose message names an argument.  Anything else -- another exception
-type, a wrong result, a crash -- fails.  A drawn case is a small *valid* problem (random shapes, groups,
-stride, dilation, padding spec, layouts, dtypes incl. float16 and big-endian '>f4', memory forms:
-C, Fortran, negative-stride view, zero-stride broadcast view, sliced view; N = 0 sometimes) plus,
-most of the time, one hostile mutation (bad dtype, wrong ndim / channel count / zero-size
-channel or spatial dim, bad keyword, bad ``out``, ...).  A mutation states which exception types
-are acceptable and which argument names the message may name.
+ValueError / TypeError whose message names an argument. Anything else -- another exception type,
+a wrong result, a crash -- fails. A drawn case is a small *valid* problem (random shapes,
+groups, stride, dilation, padding spec, layouts, dtypes incl. float16 and big-endian '>f4',
+memory forms: C, Fortran, negative-stride view, zero-stride broadcast view, sliced view; N = 0
+sometimes) plus, most of the time, one hostile mutation (bad dtype, wrong ndim / channel count /
+zero-size channel or spatial dim, bad keyword, bad ``out``, ...). A mutation states which
+exception types are acceptable and which argument names the message may name.
 
 Sizes whose products overflow 64 bits run in a subprocess so that a crash fails the test
 instead of killing pytest.

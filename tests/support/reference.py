@@ -69,7 +69,7 @@ def _is_per_side(padding):
 
 
 def resolve_padding(padding, in_hw, kernel_hw, stride=1, dilation=1):
-    """Resolve any forward padding form to ((top, bottom), (left, right)), as the README's usage section says.
+    """Any forward padding form as ((top, bottom), (left, right)), by the README's rules.
 
     "same" / "same_upper": total = max((ceil(H/s) - 1) * s + (R - 1) * d + 1 - H, 0),
     the odd extra pixel at the END; "same_lower": the extra pixel at the START; "valid": zeros.
