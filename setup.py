@@ -1,9 +1,16 @@
 """Build cconv's Cython extensions.
 
-The tile kernels are written once, as a Tempita template, and built once per
+The tile kernels are written once, as Tempita templates, and built once per
 instruction set (faiss-style): ``_tiles_avx512``, ``_tiles_avx2`` and
-``_tiles_base``.  ``cconv._simd`` imports the best one the running CPU supports,
-so a wheel built here never assumes the user's CPU equals the build machine's.
+``_tiles_base``, and the same for ``_winograd``.  ``cconv._simd`` imports the best
+one the running CPU supports, so a wheel built here never assumes the user's CPU
+equals the build machine's.
+
+Every template ``cconv/_kernels/<name>.<ext>.tp`` is rendered per level to
+``<name>_<level>.<ext>``: the ``.pyx.tp`` modules, and the ``.pxi.tp`` pieces those
+modules ``include`` by their generated name (``_winograd_gemm_<level>.pxi``).  The C
+declarations the modules share live in ``.pxd`` files next to their headers
+(``simd.pxd`` for ``simd.h``, ...), which the modules ``cimport``.
 
 Environment variables
 ---------------------
@@ -72,20 +79,33 @@ def _openmp_flags():
         return ["-Xpreprocessor", "-fopenmp"], ["-lomp"]
     if _compiler_accepts(["-fopenmp"]):
         return ["-fopenmp"], ["-fopenmp"]
-    print("cconv: the C compiler does not support OpenMP; building single-threaded", file=sys.stderr)
+    print("cconv: the C compiler does not support OpenMP; building single-threaded",
+          file=sys.stderr)
     return [], []
 
 
-def _render_templates(variants, stems=("_tiles", "_winograd")):
-    for stem in stems:
-        template = (KERNELS / f"{stem}.pyx.tp").read_text()
-        for name, spec in variants.items():
-            text = Tempita.sub(template, isa=name, vbytes=spec["vbytes"],
-                               tile_rows=spec["tile_rows"])
-            target = KERNELS / f"{stem}_{name}.pyx"
-            header = f"# Generated from {stem}.pyx.tp by setup.py: edit the template, not this file.\n"
-            if not target.exists() or target.read_text() != header + text:
-                target.write_text(header + text)
+def _templated_modules():
+    """Stems of the kernel modules written as templates (``<stem>.pyx.tp``)."""
+    return sorted(path.name[:-len(".pyx.tp")] for path in KERNELS.glob("*.pyx.tp"))
+
+
+def _render_templates(variants):
+    """Render every ``<name>.<ext>.tp`` of the kernels to ``<name>_<level>.<ext>`` per level.
+
+    A file is rewritten only when its text changes: cythonize rebuilds what is newer than
+    its C file, includes and cimports included.
+    """
+    for template_path in sorted(KERNELS.glob("*.tp")):
+        name, ext = template_path.name[:-len(".tp")].rsplit(".", 1)
+        template = template_path.read_text()
+        header = (f"# Generated from {template_path.name} by setup.py: edit the template, "
+                  "not this file.\n")
+        for level, spec in variants.items():
+            text = header + Tempita.sub(template, isa=level, vbytes=spec["vbytes"],
+                                        tile_rows=spec["tile_rows"])
+            target = KERNELS / f"{name}_{level}.{ext}"
+            if not target.exists() or target.read_text() != text:
+                target.write_text(text)
 
 
 def _extensions():
@@ -109,7 +129,7 @@ def _extensions():
         Extension("cconv._kernels._layout", [f"{KERNELS_REL}/_layout.pyx"],
                   extra_compile_args=base_flags + omp_compile, **common),
     ]
-    for stem in ("_tiles", "_winograd"):
+    for stem in _templated_modules():
         for name, spec in variants.items():
             exts.append(Extension(
                 f"cconv._kernels.{stem}_{name}", [f"{KERNELS_REL}/{stem}_{name}.pyx"],

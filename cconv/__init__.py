@@ -37,8 +37,8 @@ from .functional import (conv2d, conv2d_backward, conv2d_backward_bias, conv2d_b
                          conv2d_backward_weight, conv_transpose2d, conv_transpose2d_backward,
                          conv_transpose2d_backward_data, conv_transpose2d_backward_weight)
 
-__all__ = ["ALGORITHMS", "AlgoResult", "ConvPlan", "PreparedWeight", "conv2d", "conv2d_backward",
-           "conv2d_backward_bias", "conv2d_backward_data", "conv2d_backward_weight",
-           "conv_transpose2d", "conv_transpose2d_backward", "conv_transpose2d_backward_data",
-           "conv_transpose2d_backward_weight", "find_algorithms", "get_num_threads",
-           "plan_conv2d", "set_num_threads", "show_config"]
+__all__ = ["__version__", "ALGORITHMS", "AlgoResult", "ConvPlan", "PreparedWeight", "conv2d",
+           "conv2d_backward", "conv2d_backward_bias", "conv2d_backward_data",
+           "conv2d_backward_weight", "conv_transpose2d", "conv_transpose2d_backward",
+           "conv_transpose2d_backward_data", "conv_transpose2d_backward_weight",
+           "find_algorithms", "get_num_threads", "plan_conv2d", "set_num_threads", "show_config"]

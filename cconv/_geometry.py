@@ -8,7 +8,6 @@ Error messages name the argument and the values involved.
 
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import dataclass
 

@@ -246,5 +246,5 @@ def find_algorithms(x_shape, weight_shape, *, op="forward", stride=1, padding=0,
     geom = _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups,
                           layout, weight_layout)
     if geom.N == 0:
-        raise ValueError(f"x_shape has batch size 0; nothing to time")
+        raise ValueError("x_shape has batch size 0; nothing to time")
     return _dispatch.time_algorithms(geom, op, resolve_num_threads(num_threads))

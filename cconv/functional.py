@@ -375,7 +375,8 @@ def conv_transpose2d_backward(grad_out, x, weight, *, stride=1, padding=0, outpu
     w = as_float_array(weight, "weight")
     dy = as_float_array(grad_out, "grad_out")
     geom_kw = {k: v for k, v in kw.items() if k not in ("algo", "num_threads")}
-    geom, _ = make_transpose_geometry(xa.shape, w.shape, compute_dtype(xa.dtype, w.dtype), **geom_kw)
+    geom, _ = make_transpose_geometry(xa.shape, w.shape, compute_dtype(xa.dtype, w.dtype),
+                                      **geom_kw)
     check_transpose_grad_out(dy, geom, layout)
     dx = conv_transpose2d_backward_data(dy, w, xa.shape, **kw) if "data" in need else None
     dw = conv_transpose2d_backward_weight(dy, xa, w.shape, **kw) if "weight" in need else None

@@ -5,16 +5,27 @@ strides (an NHWC array is passed transposed), so NCHW, NHWC, sliced and
 negative-stride inputs are read in place without an extra copy.  Blocked
 buffers are contiguous ``[N][G][blocks][H][W][block]``: channels innermost, so
 a tile kernel finds the channels of one pixel side by side.
+
+Glossary
+--------
+real            the fused element type: float or double
+block           channels (slots) per block; ``nblocks`` blocks per group
+slots           channel positions of a group in the packed buffer: its channels, each
+                repeated ``mult`` times (depthwise channel multiplier), then zeros
+msum            slots summed into one output channel when unpacking (a multiplier folded back)
+coff            byte offset of each slot's source channel
+sn, sc, sh, sw  byte strides of a user array's image, channel, row and column
+Kg, Cg, RS      output and input channels per group, taps (R*S) of a weight
+cols, reds      the packed weight's column (vector) and reduction sides: output or input
+                channels, as ``swap`` says
+cpg             channels per group of the unpacked result
+grp             a group index
 """
 
 from cython.parallel cimport prange
 from libc.string cimport memset
 
-cdef extern from "transpose.h" nogil:
-    void cconv_transpose4_float(const float *s0, const float *s1, const float *s2,
-                                const float *s3, float *d, Py_ssize_t dstride) noexcept
-    void cconv_transpose2_double(const double *s0, const double *s1, double *d,
-                                 Py_ssize_t dstride) noexcept
+from cconv._kernels.transpose cimport cconv_transpose2_double, cconv_transpose4_float
 
 ctypedef fused real:
     float
@@ -161,7 +172,7 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
                Py_ssize_t width, int num_threads):
     """Copy ``x`` into a zero-padded, channel-blocked buffer; return a non-finite count.
 
-    ``packed[n][g][b][hp][wp][c]`` receives ``x[n, g*channels_per_group + s // mult,
+    ``packed[n][grp][b][hp][wp][c]`` receives ``x[n, grp*channels_per_group + s // mult,
     hp - pad_top, wp - pad_left]`` with slot ``s = b*block + c``, or 0 where the
     slot is ``>= slots_per_group`` or the pixel lies in the padding.  ``mult > 1``
     repeats each channel ``mult`` times (depthwise channel multiplier).
@@ -186,7 +197,7 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
     cdef Py_ssize_t nblocks = (slots_per_group + block - 1) // block
     cdef Py_ssize_t plane = height * width * block
     cdef Py_ssize_t planes = N * groups * nblocks
-    cdef Py_ssize_t i, n, g, b, bad = 0
+    cdef Py_ssize_t i, n, grp, b, bad = 0
     if block > MAX_BLOCK or block < 1:
         raise ValueError(f"block must be in 1..{MAX_BLOCK}, got {block}")
     if packed.shape[0] != planes * plane:
@@ -199,10 +210,10 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
     with nogil:
         for i in prange(planes, num_threads=num_threads, schedule="static"):
             b = i % nblocks
-            g = (i // nblocks) % groups
+            grp = (i // nblocks) % groups
             n = i // (nblocks * groups)
             bad += _pack_plane(base, sn, sc, sh, sw, H, W, dst + i * plane, n,
-                               g * channels_per_group, b * block, slots_per_group, mult, block,
+                               grp * channels_per_group, b * block, slots_per_group, mult, block,
                                pad_top, pad_left, height, width)
     return bad
 
@@ -265,7 +276,7 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
     """Write a channel-blocked result into ``y`` as ``alpha * (result + bias) + beta * y``.
 
     ``packed`` is ``[N][groups][nblocks][OH*OW][block]``; output channel ``co`` of
-    group ``g`` is the sum of slots ``co*msum .. co*msum + msum - 1`` (``msum > 1``
+    group ``grp`` is the sum of slots ``co*msum .. co*msum + msum - 1`` (``msum > 1``
     folds a depthwise channel multiplier back).  ``beta == 0`` never reads ``y``.
 
     Parameters
@@ -281,7 +292,7 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
     cdef Py_ssize_t cpg = C // groups
     cdef Py_ssize_t npix = OH * OW
     cdef Py_ssize_t group_size = nblocks * npix * block
-    cdef Py_ssize_t i, n, c, g
+    cdef Py_ssize_t i, n, c, grp
     cdef bint has_bias = bias.shape[0] > 0
     if packed.shape[0] != N * groups * group_size:
         raise ValueError(f"packed has {packed.shape[0]} elements, expected {N * groups * group_size}")
@@ -302,11 +313,11 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
                             schedule="static"):
                 c = i % chunks
                 kb = (i // chunks) % nblocks
-                g = (i // (chunks * nblocks)) % groups
+                grp = (i // (chunks * nblocks)) % groups
                 n = i // (chunks * nblocks * groups)
-                first_c = g * cpg + kb * block
+                first_c = grp * cpg + kb * block
                 count = min(block, cpg - kb * block)
-                _unpack_block(src + ((n * groups + g) * nblocks + kb) * npix * block,
+                _unpack_block(src + ((n * groups + grp) * nblocks + kb) * npix * block,
                               base + n * sn + first_c * sc, sc, sh, sw, OW, c * chunk,
                               min(npix, (c + 1) * chunk), count, block,
                               bias_ptr + first_c if has_bias else NULL, a, bt)
@@ -315,14 +326,14 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
         for i in prange(N * C, num_threads=num_threads, schedule="static"):
             n = i // C
             c = i % C
-            g = c // cpg
-            _unpack_plane(src + (n * groups + g) * group_size, base + n * sn + c * sc, sh, sw,
+            grp = c // cpg
+            _unpack_plane(src + (n * groups + grp) * group_size, base + n * sn + c * sc, sh, sw,
                           OH, OW, (c % cpg) * msum, msum, block,
                           bias[c] if has_bias else 0, a, bt)
 
 
 cdef unsigned int _pack_weight_block(const real *w, real *dst, Py_ssize_t Kg, Py_ssize_t Cg,
-                             Py_ssize_t RS, Py_ssize_t g, Py_ssize_t col0, Py_ssize_t ncol,
+                             Py_ssize_t RS, Py_ssize_t grp, Py_ssize_t col0, Py_ssize_t ncol,
                              Py_ssize_t red0, Py_ssize_t nred, bint swap,
                              const Py_ssize_t *taps, Py_ssize_t ntaps) noexcept nogil:
     # One (group, column block, reduction block): [taps][nred][ncol], zeros past the edges.
@@ -342,7 +353,7 @@ cdef unsigned int _pack_weight_block(const real *w, real *dst, Py_ssize_t Kg, Py
         memset(dst, 0, ntaps * nred * ncol * sizeof(real))
     for j in range(valid_cols):
         for i in range(valid_reds):
-            src = w + g * Kg * Cg * RS + (col0 + j) * col_stride + (red0 + i) * red_stride
+            src = w + grp * Kg * Cg * RS + (col0 + j) * col_stride + (red0 + i) * red_stride
             for t in range(ntaps):
                 dst[(t * nred + i) * ncol + j] = src[taps[t]]
                 bad = bad | _nonfinite(src + taps[t])
@@ -354,7 +365,7 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
                 Py_ssize_t red_block, const Py_ssize_t[::1] taps, int num_threads):
     """Pack a (K, C/groups, R, S) weight for the tile kernels; return a non-finite count.
 
-    ``packed[g][cb][rb][t][i][j]`` = ``w[g*Kg + k, c, taps[t]]`` with ``k = cb*col_block + j``,
+    ``packed[grp][cb][rb][t][i][j]`` = ``w[grp*Kg + k, c, taps[t]]`` with ``k = cb*col_block + j``,
     ``c = rb*red_block + i`` (``swap=False``: forward, columns are output channels) or
     ``k = rb*red_block + i``, ``c = cb*col_block + j`` (``swap=True``: backward-data), and 0
     past the channel counts.  ``taps`` are flat indices ``r*S + s`` (one stride phase's subset
@@ -382,7 +393,7 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
     cdef Py_ssize_t ntaps = taps.shape[0]
     cdef Py_ssize_t block = ntaps * red_block * col_block
     cdef Py_ssize_t nblocks = groups * col_blocks * red_blocks
-    cdef Py_ssize_t i, g, cb, rb, bad = 0
+    cdef Py_ssize_t i, grp, cb, rb, bad = 0
     if w.shape[0] != groups * Kg * Cg * RS:
         raise ValueError(f"w has {w.shape[0]} elements, expected {groups * Kg * Cg * RS}")
     if packed.shape[0] != nblocks * block:
@@ -399,8 +410,8 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
         for i in prange(nblocks, num_threads=num_threads, schedule="static"):
             rb = i % red_blocks
             cb = (i // red_blocks) % col_blocks
-            g = i // (red_blocks * col_blocks)
-            bad += _pack_weight_block(src, dst + i * block, Kg, Cg, RS, g, cb * col_block,
+            grp = i // (red_blocks * col_blocks)
+            bad += _pack_weight_block(src, dst + i * block, Kg, Cg, RS, grp, cb * col_block,
                                       col_block, rb * red_block, red_block, swap, tp, ntaps)
     return bad
 

@@ -1,13 +1,9 @@
 """Facts about the running process: OpenMP availability and threads, CPU SIMD support."""
 
-cdef extern from "openmp_shim.h":
-    int CCONV_HAVE_OPENMP
-    int CCONV_OPENMP_VERSION
-    const char* CCONV_BUILD_FLAGS
-    int omp_get_max_threads() noexcept nogil
-    void omp_set_num_threads(int n) noexcept nogil
-    int cconv_cpu_has_avx512() noexcept nogil
-    int cconv_cpu_has_avx2() noexcept nogil
+from cconv._kernels.openmp_shim cimport (
+    CCONV_BUILD_FLAGS, CCONV_HAVE_OPENMP, CCONV_OPENMP_VERSION, cconv_cpu_has_avx2,
+    cconv_cpu_has_avx512, omp_get_max_threads, omp_set_num_threads,
+)
 
 
 def have_openmp():

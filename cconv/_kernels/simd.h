@@ -1,11 +1,11 @@
 /* GCC/Clang vector types for the tile kernels.
  *
  * The kernels keep all loops in Cython; this header only names a vector of
- * CCONV_VBYTES bytes and the four operations they need, written as plain C
+ * CCONV_VBYTES bytes and the five operations they need, written as plain C
  * expressions (no intrinsics).  With these types gcc keeps a whole block of
- * accumulators in registers, which plain C arrays do not achieve (see
- * PERFORMANCE_NOTES.md).  The same source compiles for AVX-512 (64 bytes),
- * AVX2 (32) and baseline SSE/NEON (16): setup.py builds one module per width.
+ * accumulators in registers, which plain C arrays do not achieve.  The same source
+ * compiles for AVX-512 (64 bytes), AVX2 (32) and baseline SSE/NEON (16): setup.py builds
+ * one module per width.
  */
 #ifndef CCONV_SIMD_H
 #define CCONV_SIMD_H

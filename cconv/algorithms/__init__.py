@@ -4,15 +4,16 @@ Each module here is one algorithm behind the contract of :class:`base.Algorithm`
 (``why_not``, ``forward``, ``backward_data``, ``backward_weight``, ``prepare_weight``,
 ``workspace_bytes(op, nthreads)``), with the module that schedules it beside it:
 
-=============  =====================  ===================================================
-algorithm      module (+ schedule)    kernels (``cconv/_kernels``)
-=============  =====================  ===================================================
-``direct``     direct.py              _layout.pyx (packing), _tiles.pyx.tp (register tiles)
+=============  =========================  ==============================================
+algorithm      module (+ schedule)        kernels (``cconv/_kernels``)
+=============  =========================  ==============================================
+``direct``     direct.py                  _layout.pyx (packing), _tiles.pyx.tp (tiles)
                + direct_schedule.py
-``winograd``   winograd.py            _layout.pyx, _winograd.pyx.tp (+ winograd_*.pxi)
-               + winograd_schedule.py
-``gemm``       gemm.py                _tiles.pyx.tp (the same tiles, roles exchanged)
-=============  =====================  ===================================================
+``winograd``   winograd.py                _layout.pyx, _winograd.pyx.tp, which includes
+               + winograd_schedule.py     _winograd_gemm.pxi.tp, _winograd_transforms.pxi.tp
+``gemm``       gemm.py                    _tiles.pyx.tp (the same tiles, roles exchanged)
+``depthwise``  depthwise.py               _depthwise.pyx.tp (row- and channel-vector loops)
+=============  =========================  ==============================================
 
 The registry order is the order of preference when a shape could use several and no
 heuristic rule applies (see ``cconv._dispatch``); ``direct`` runs every shape and is the

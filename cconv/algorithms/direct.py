@@ -1,9 +1,10 @@
 """The direct convolution algorithm: pack, run the tile jobs, unpack.
 
 ``DirectConvolution(geom)`` holds the cached schedules of one geometry (see
-``direct_schedule``) and runs any of the three passes on already validated
-arrays: activations as 4-D views in logical (N, C, H, W) order (any strides,
-compute dtype), weights as contiguous (K, C/groups, R, S) arrays.
+``direct_schedule``, whose glossary the names here follow) and runs any of the three
+passes on already validated arrays: activations as 4-D views in logical (N, C, H, W)
+order (any strides, compute dtype), weights as contiguous (K, C/groups, R, S) arrays.
+``g`` is always the geometry.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class DirectConvolution(Algorithm):
         """Run a pass's jobs straight into ``y`` (target NCHW / NHWC)."""
         flat = y if target == "NCHW" else y.transpose(0, 2, 3, 1)
         self._run(tiles.KINDS[p.kind], A, B, flat.reshape(-1), p.jobs, p.table, nthreads,
-                  p.info["col_stride"], bias, alpha, beta)
+                  p.info.col_stride, bias, alpha, beta)
 
     def workspace_bytes(self, op, nthreads):
         """Bytes of the packed and blocked buffers one call of ``op`` allocates (the same
@@ -71,18 +72,18 @@ class DirectConvolution(Algorithm):
         direct = op != "backward_weight" and not (op == "backward_data" and g.depthwise
                                                    and g.Kg > 1)
         p = self.schedule(op, "NCHW" if direct else "blocked")
-        info = p.info
         if op == "backward_data":
-            dy_blocks = -(-g.K // self.vl) if g.depthwise else g.groups * info["red_blocks"]
-            packed = g.N * dy_blocks * info["OHp"] * info["OWp"] * info["dy_block"]
-            return int(packed + info["weight_size"] + p.out_size) * item
+            bd = p.info
+            dy_blocks = -(-g.K // self.vl) if g.depthwise else g.groups * bd.red_blocks
+            packed = g.N * dy_blocks * bd.OHp * bd.OWp * bd.dy_block
+            return int(packed + bd.weight_size + p.out_size) * item
         fwd = self.schedule("forward").info
         if g.depthwise:
-            packed_x = g.N * fwd["nblocks"] * fwd["Hp"] * fwd["Wp"] * fwd["block"]
-            packed_w = fwd["nblocks"] * fwd["block"] * g.R * g.S
+            packed_x = g.N * fwd.Cb * fwd.Hp * fwd.Wp * fwd.CB
+            packed_w = fwd.Kb * fwd.KB * g.R * g.S
         else:
-            packed_x = g.N * g.groups * fwd["Cb"] * fwd["Hp"] * fwd["Wp"] * fwd["CB"]
-            packed_w = g.groups * fwd["Kb"] * fwd["KB"] * fwd["Cb"] * fwd["CB"] * g.R * g.S
+            packed_x = g.N * g.groups * fwd.Cb * fwd.Hp * fwd.Wp * fwd.CB
+            packed_w = g.groups * fwd.Kb * fwd.KB * fwd.Cb * fwd.CB * g.R * g.S
         if op == "forward":
             return int(packed_x + packed_w + p.out_size) * item
         packed_dy = self.schedule("forward").out_size
@@ -99,13 +100,13 @@ class DirectConvolution(Algorithm):
         return packed
 
     def _pack_input(self, x, nthreads):
-        g, info = self.geom, self.schedule("forward").info
+        g, fwd = self.geom, self.schedule("forward").info
         (pt, _), (pl, _) = g.pads
         if g.depthwise:
-            return self._pack_activation(x, info["block"], g.K, g.Kg, 1, (pt, pl), info["Hp"],
-                                         info["Wp"], nthreads)
-        return self._pack_activation(x, info["CB"], g.Cg, 1, g.groups, (pt, pl), info["Hp"],
-                                     info["Wp"], nthreads)
+            return self._pack_activation(x, fwd.CB, g.K, g.Kg, 1, (pt, pl), fwd.Hp, fwd.Wp,
+                                         nthreads)
+        return self._pack_activation(x, fwd.CB, g.Cg, 1, g.groups, (pt, pl), fwd.Hp, fwd.Wp,
+                                     nthreads)
 
     def _pack_weight(self, w, groups, Kg, Cg, swap, col_block, red_block, taps, nthreads):
         """The packed weight and whether a packed weight is NaN or infinite."""
@@ -120,28 +121,29 @@ class DirectConvolution(Algorithm):
 
     def _pack_forward_weight(self, w, nthreads):
         """[G][Kb][Cb][R*S][CB][KB] (dense) or [Vb][R*S][VL] (depthwise)."""
-        g, info = self.geom, self.schedule("forward").info
+        g, fwd = self.geom, self.schedule("forward").info
         taps = np.arange(g.R * g.S)
         if g.depthwise:
-            return self._pack_weight(w, 1, g.K, 1, False, info["block"], 1, taps, nthreads)[0]
-        return self._pack_weight(w, g.groups, g.Kg, g.Cg, False, info["KB"], info["CB"], taps,
+            return self._pack_weight(w, 1, g.K, 1, False, fwd.KB, 1, taps, nthreads)[0]
+        return self._pack_weight(w, g.groups, g.Kg, g.Cg, False, fwd.KB, fwd.CB, taps,
                                  nthreads)[0]
 
-    def _pack_backward_data_weight(self, w, info, nthreads):
-        """Per stride phase: [G][Cbo][Kb'][taps][CBk][KB] (dense) or [Vb][taps][VL].
+    def _pack_backward_data_weight(self, w, bd, nthreads):
+        """Per stride phase of ``bd`` (a ``BackwardDataLayout``): [G][out_blocks][red_blocks]
+        [taps][dy_block][KB] (dense) or [Vb][taps][VL] (depthwise).
 
         Returns the packed weight and whether a weight is NaN or infinite."""
         g = self.geom
         parts, bad = [], False
-        for taps_h, taps_w in info["phases"]:
+        for taps_h, taps_w in bd.phases:
             taps = (np.asarray(taps_h, np.intp)[:, None] * g.S
                     + np.asarray(taps_w, np.intp)[None, :]).ravel()
             if g.depthwise:
-                part, part_bad = self._pack_weight(w, 1, g.K, 1, False, info["KB"], 1, taps,
+                part, part_bad = self._pack_weight(w, 1, g.K, 1, False, bd.KB, 1, taps,
                                                    nthreads)
             else:
-                part, part_bad = self._pack_weight(w, g.groups, g.Kg, g.Cg, True, info["KB"],
-                                                   info["dy_block"], taps, nthreads)
+                part, part_bad = self._pack_weight(w, g.groups, g.Kg, g.Cg, True, bd.KB,
+                                                   bd.dy_block, taps, nthreads)
             parts.append(part)
             bad = bad or part_bad
         if len(parts) == 1 and parts[0].size:  # stride 1: one phase, already contiguous
@@ -170,10 +172,8 @@ class DirectConvolution(Algorithm):
             return
         blocked = np.empty(p.out_size, g.dtype)
         self._run(tiles.KINDS[p.kind], packed_x, packed_w, blocked, p.jobs, p.table, nthreads)
-        nblocks = p.info["nblocks"] if g.depthwise else p.info["Kb"]
-        block = p.info["block"] if g.depthwise else p.info["KB"]
         groups = 1 if g.depthwise else g.groups
-        _layout.unpack_output(blocked, y, groups, nblocks, block, 1,
+        _layout.unpack_output(blocked, y, groups, p.info.Kb, p.info.KB, 1,
                               NO_BIAS[g.dtype] if bias is None else bias, alpha, beta, nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
@@ -184,15 +184,15 @@ class DirectConvolution(Algorithm):
         # A depthwise multiplier sums several blocked columns per channel: only unpack does that.
         target = self._target(dx) if not (g.depthwise and g.Kg > 1) else "blocked"
         p = self.schedule("backward_data", target)
-        info = p.info
-        (lo_h, _), (lo_w, _) = info["pads"]
+        bd = p.info
+        (lo_h, _), (lo_w, _) = bd.pads
         if g.depthwise:
-            packed_dy = self._pack_activation(dy, info["dy_block"], g.K, 1, 1, (lo_h, lo_w),
-                                              info["OHp"], info["OWp"], nthreads)
+            packed_dy = self._pack_activation(dy, bd.dy_block, g.K, 1, 1, (lo_h, lo_w), bd.OHp,
+                                              bd.OWp, nthreads)
         else:
-            packed_dy = self._pack_activation(dy, info["dy_block"], g.Kg, 1, g.groups,
-                                              (lo_h, lo_w), info["OHp"], info["OWp"], nthreads)
-        packed_w, bad = self._pack_backward_data_weight(w, info, nthreads)
+            packed_dy = self._pack_activation(dy, bd.dy_block, g.Kg, 1, g.groups, (lo_h, lo_w),
+                                              bd.OHp, bd.OWp, nthreads)
+        packed_w, bad = self._pack_backward_data_weight(w, bd, nthreads)
         if bad:
             return self._backward_data_nonfinite_weight(dy, w, dx, alpha, beta, nthreads, bias)
         if target != "blocked":
@@ -202,11 +202,11 @@ class DirectConvolution(Algorithm):
         self._run(tiles.KINDS[p.kind], packed_dy, packed_w, blocked, p.jobs, p.table, nthreads)
         bias = NO_BIAS[g.dtype] if bias is None else bias
         if g.depthwise:
-            _layout.unpack_output(blocked, dx, 1, info["out_blocks"], info["KB"], g.Kg, bias,
-                                  alpha, beta, nthreads)
+            _layout.unpack_output(blocked, dx, 1, bd.out_blocks, bd.KB, g.Kg, bias, alpha, beta,
+                                  nthreads)
         else:
-            _layout.unpack_output(blocked, dx, g.groups, info["out_blocks"], info["KB"], 1, bias,
-                                  alpha, beta, nthreads)
+            _layout.unpack_output(blocked, dx, g.groups, bd.out_blocks, bd.KB, 1, bias, alpha,
+                                  beta, nthreads)
 
     def _backward_data_nonfinite_weight(self, dy, w, dx, alpha, beta, nthreads, bias):
         """Backward-data when a weight is NaN or infinite: sum only the terms that exist.
@@ -242,23 +242,23 @@ class DirectConvolution(Algorithm):
     def backward_weight(self, dy, x, nthreads):
         """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
         g, p = self.geom, self.schedule("backward_weight")
-        info = p.info
+        fwd = p.info.forward
         packed_x = self._pack_input(x, nthreads)
         if g.depthwise:
-            packed_dy = self._pack_activation(dy, info["KB"], g.K, 1, 1, (0, 0), g.OH, g.OW,
+            packed_dy = self._pack_activation(dy, fwd.KB, g.K, 1, 1, (0, 0), g.OH, g.OW,
                                               nthreads)
         else:
-            packed_dy = self._pack_activation(dy, info["KB"], g.Kg, 1, g.groups, (0, 0), g.OH,
+            packed_dy = self._pack_activation(dy, fwd.KB, g.Kg, 1, g.groups, (0, 0), g.OH,
                                               g.OW, nthreads)
         partial = np.empty(p.out_size, g.dtype)
         self._run(tiles.KINDS[p.kind], packed_x, packed_dy, partial, p.jobs, p.table, nthreads)
         # Partial sums of the reduction pieces, added in a fixed order: deterministic.
-        total = partial.reshape(info["splits"], -1).sum(axis=0)
+        total = partial.reshape(p.info.splits, -1).sum(axis=0)
         if g.depthwise:
-            nb, vl = info["nb"], info["KB"]
-            grad = total.reshape(nb, g.R, g.S, vl).transpose(0, 3, 1, 2).reshape(nb * vl, g.R, g.S)
+            Vb, vl = fwd.Kb, fwd.KB
+            grad = total.reshape(Vb, g.R, g.S, vl).transpose(0, 3, 1, 2).reshape(Vb * vl, g.R, g.S)
             return np.ascontiguousarray(grad[:g.K]).reshape(g.K, 1, g.R, g.S)
-        Kb, KB, Cb, CB = info["Kb"], info["KB"], info["Cb"], info["CB"]
+        Kb, KB, Cb, CB = fwd.Kb, fwd.KB, fwd.Cb, fwd.CB
         grad = total.reshape(g.groups, Kb, Cb, g.R, g.S, CB, KB).transpose(0, 1, 6, 2, 5, 3, 4)
         grad = grad.reshape(g.groups, Kb * KB, Cb * CB, g.R, g.S)[:, :g.Kg, :g.Cg]
         return np.ascontiguousarray(grad).reshape(g.K, g.Cg, g.R, g.S)

@@ -4,17 +4,32 @@ A plan turns a ``ConvGeometry`` into the jobs ``run_jobs_*`` executes (see
 ``cconv/_kernels/_tiles.pyx.tp``).  Everything here is index arithmetic in
 NumPy, done once per geometry and cached by the caller; nothing touches data.
 
-Buffers (all contiguous, channels innermost, ``VL`` = elements per vector,
-``KB = 2 * VL`` output columns per dense tile):
+Buffers (all contiguous, channels innermost):
 
-=====================  ==============================================  ==========
+=====================  ==============================================  ======================
 buffer                 layout                                          made by
-=====================  ==============================================  ==========
-packed input (dense)   ``[N][G][Cb][Hp][Wp][CB]`` zero-padded          pack_input
-packed weight (fwd)    ``[G][Kb][Cb][R*S][CB][KB]``                    numpy
-blocked output         ``[N][G][Kb][OH*OW][KB]``                       tiles
+=====================  ==============================================  ======================
+packed input (dense)   ``[N][G][Cb][Hp][Wp][CB]`` zero-padded          ``_layout.pack_input``
+packed weight (fwd)    ``[G][Kb][Cb][R*S][CB][KB]``                    ``_layout.pack_weight``
+blocked output         ``[N][G][Kb][OH*OW][KB]``                       ``run_jobs_*``
 depthwise buffers      the same with ``G=1`` and channel blocks of VL  as above
-=====================  ==============================================  ==========
+=====================  ==============================================  ======================
+
+Glossary:
+
+=================  ======================================================================
+``VL``             elements per vector (``tiles.VECTOR_LENGTH``)
+``KB``, ``Kb``     output columns per tile (``2 * VL`` dense, ``VL`` narrow and
+                   depthwise), and blocks of them per group
+``CB``, ``Cb``     input channels per packed block (dense: at most ``MAX_CHANNEL_BLOCK``,
+                   depthwise: ``VL``), and blocks of them per group
+``Vb``             depthwise: blocks of ``VL`` virtual channels
+``Hp``, ``Wp``     height and width of the zero-padded packed input
+``OHp``, ``OWp``   height and width of backward-data's packed output gradient
+``L``              reduction steps of a job (its ``length``)
+``npix``           output pixels per image (``OH * OW``)
+``grp``            a group index
+=================  ======================================================================
 
 Depthwise convolution with channel multiplier ``m`` works on ``K = C*m``
 virtual channels: the packed input repeats each channel ``m`` times.
@@ -25,12 +40,14 @@ and over ``i`` that is a stride-1 convolution of the output gradient.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-JOB_FIELDS = ("a", "b", "red", "length", "rows", "outs", "nrows", "out", "inner", "a_step",
-              "b_step", "ncols", "bias", "b_stride")
+from .._simd import tiles
+
+# The columns of a job table, in order: defined once, by the tile kernels.
+JOB_FIELDS = tiles.JOB_FIELDS
 TARGETS = ("blocked", "NCHW", "NHWC")
 MAX_CHANNEL_BLOCK = 16
 # Backward-weight splits its reduction until about this many jobs exist.  The
@@ -93,15 +110,118 @@ def _grid(h_count, w_count, h_step, w_step, base=0):
     return (base + i * h_step + j * w_step).ravel()
 
 
+@dataclass(frozen=True)
+class ForwardLayout:
+    """Buffers of the forward pass, which backward-weight reads too.
+
+    Depthwise convolution works on the ``K = C*m`` virtual channels in blocks of ``VL``:
+    there ``CB = KB = VL`` and ``Cb = Kb = Vb``.
+
+    Attributes
+    ----------
+    Hp, Wp : int
+        Height and width of the zero-padded packed input.
+    CB : int
+        Channels per block of the packed input.
+    Cb : int
+        Blocks of the packed input per group.
+    KB : int
+        Output channels per tile: the block of the packed weight and the blocked output.
+    Kb : int
+        Output-channel blocks per group.
+    col_stride : int
+        Elements between output columns in the target the jobs write.
+    """
+
+    Hp: int
+    Wp: int
+    CB: int
+    Cb: int
+    KB: int
+    Kb: int
+    col_stride: int
+
+
+@dataclass(frozen=True)
+class BackwardDataLayout:
+    """Buffers of the backward-data pass (run one stride phase at a time).
+
+    Attributes
+    ----------
+    phases : tuple of (tuple of int, tuple of int)
+        Per stride phase holding pixels, in job order: the kernel rows and columns (taps)
+        that reach it.  The packed weight holds one part per phase, in this order.
+    pads : ((int, int), (int, int))
+        Zero rows (top, bottom) and columns (left, right) around the packed ``dy``.
+    OHp, OWp : int
+        Height and width of the packed ``dy``.
+    dy_block : int
+        Channels per block of the packed ``dy`` (the reduction's channel block).
+    red_blocks : int
+        Blocks of the packed ``dy`` per group (depthwise: 1 per job's channel block).
+    KB : int
+        Result channels per tile.
+    out_blocks : int
+        Result-channel blocks per group.
+    weight_size : int
+        Elements of the packed weight, all phases together.
+    col_stride : int
+        Elements between output columns in the target the jobs write.
+    """
+
+    phases: tuple
+    pads: tuple
+    OHp: int
+    OWp: int
+    dy_block: int
+    red_blocks: int
+    KB: int
+    out_blocks: int
+    weight_size: int
+    col_stride: int
+
+
+@dataclass(frozen=True)
+class BackwardWeightLayout:
+    """Buffers of the backward-weight pass.
+
+    Attributes
+    ----------
+    forward : ForwardLayout
+        The forward pass's layout: ``x`` is packed as forward packs it, ``dy`` as forward's
+        blocked output, and the gradient comes out in the packed forward weight's blocks.
+    splits : int
+        Pieces of the reduction over images x pixels; each writes its own partial sums,
+        which the caller adds in order.
+    """
+
+    forward: ForwardLayout
+    splits: int
+
+
 @dataclass
 class Pass:
-    """Jobs of one pass plus what the runner needs to size and fill its buffers."""
+    """Jobs of one pass plus what the runner needs to size and fill its buffers.
 
-    kind: str  # tile kind: "dense", "narrow" or "depthwise" (see _tiles.pyx.tp)
+    Attributes
+    ----------
+    kind : str
+        Tile kind: "dense", "narrow" or "depthwise" (see ``_tiles.pyx.tp``).
+    jobs : ndarray
+        The job table, int64, one row per job and a column per name of ``JOB_FIELDS``.
+    table : ndarray
+        The int64 offset table the jobs index into.
+    out_size : int
+        Elements of the blocked buffer the jobs write (0 when they write the result).
+    info : ForwardLayout, BackwardDataLayout or BackwardWeightLayout
+        The buffers of the pass.
+    """
+
+    kind: str
     jobs: np.ndarray
     table: np.ndarray
     out_size: int
-    info: dict = field(default_factory=dict)
+    info: ForwardLayout | BackwardDataLayout | BackwardWeightLayout
 
 
 def _placement(target, n, first_channel, ncols, channels, npix, width, blocked_index):
@@ -164,13 +284,14 @@ def forward(geom, vl, tile_rows, target="blocked"):
                                               npix, block, n * Vb + vb)
         outs = table.add(np.arange(npix) * scale)
         jobs = job_table(a=(n * Vb + vb) * plane, b=vb * RS * block, red=red, length=RS,
-                     rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
-        info = dict(block=block, nblocks=Vb, Hp=Hp, Wp=Wp, col_stride=col_stride)
+                         rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
+        layout = ForwardLayout(Hp=Hp, Wp=Wp, CB=block, Cb=Vb, KB=block, Kb=Vb,
+                               col_stride=col_stride)
         out_size = geom.N * Vb * npix * block if target == "blocked" else 0
-        return Pass("depthwise", jobs, table.array(), out_size, info)
+        return Pass("depthwise", jobs, table.array(), out_size, layout)
     G = geom.groups
-    kind, T, KB = _broadcast_tile(geom.Kg, vl, tile_rows)
-    starts, nrows = row_tiles(npix, T)
+    kind, tile_rows, KB = _broadcast_tile(geom.Kg, vl, tile_rows)
+    starts, nrows = row_tiles(npix, tile_rows)
     Cb, CB = channel_blocks(geom.Cg)
     Kb = -(-geom.Kg // KB)
     plane = Hp * Wp * CB
@@ -180,17 +301,17 @@ def forward(geom, vl, tile_rows, target="blocked"):
     red = table.add(reduction)
     rows = table.add(pixels * CB)
     n = np.arange(geom.N)[:, None, None, None]
-    g = np.arange(G)[None, :, None, None]
+    grp = np.arange(G)[None, :, None, None]
     kb = np.arange(Kb)[None, None, :, None]
-    place, scale, col_stride = _placement(target, n, g * geom.Kg + kb * KB,
+    place, scale, col_stride = _placement(target, n, grp * geom.Kg + kb * KB,
                                           np.minimum(KB, geom.Kg - kb * KB), geom.K, npix, KB,
-                                          (n * G + g) * Kb + kb)
+                                          (n * G + grp) * Kb + kb)
     outs = table.add(np.arange(npix) * scale)
-    jobs = job_table(a=(n * G + g) * Cb * plane, b=(g * Kb + kb) * L * KB, red=red, length=L,
-                 rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
-    info = dict(CB=CB, Cb=Cb, KB=KB, Kb=Kb, Hp=Hp, Wp=Wp, col_stride=col_stride)
+    jobs = job_table(a=(n * G + grp) * Cb * plane, b=(grp * Kb + kb) * L * KB, red=red,
+                     length=L, rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
+    layout = ForwardLayout(Hp=Hp, Wp=Wp, CB=CB, Cb=Cb, KB=KB, Kb=Kb, col_stride=col_stride)
     out_size = geom.N * G * Kb * npix * KB if target == "blocked" else 0
-    return Pass(kind, jobs, table.array(), out_size, info)
+    return Pass(kind, jobs, table.array(), out_size, layout)
 
 
 def backward_data(geom, vl, tile_rows, target="blocked"):
@@ -224,7 +345,6 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
             starts, nrows = row_tiles(npix, tile_rows)
             tap_offsets = ((np.asarray(shifts_h, np.int64)[:, None] + lo_h) * OWp
                            + (np.asarray(shifts_w, np.int64)[None, :] + lo_w)).ravel()
-            ntaps = tap_offsets.size
             if geom.depthwise:
                 reduction = tap_offsets * red_block
             else:
@@ -235,28 +355,29 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
             red = table.add(reduction)
             rows = table.add(_grid(count_h, count_w, OWp, 1) * red_block)
             n = np.arange(geom.N)[:, None, None, None]
-            g = np.arange(G)[None, :, None, None]
+            grp = np.arange(G)[None, :, None, None]
             ob = np.arange(out_blocks)[None, None, :, None]
-            group_in = (n * G + g) * red_blocks * plane
+            group_in = (n * G + grp) * red_blocks * plane
             if geom.depthwise:
                 group_in = (n * out_blocks + ob) * plane
                 first, ncols = ob * KB, np.minimum(KB, geom.C - ob * KB)
             else:
-                first, ncols = g * geom.Cg + ob * KB, np.minimum(KB, geom.Cg - ob * KB)
+                first, ncols = grp * geom.Cg + ob * KB, np.minimum(KB, geom.Cg - ob * KB)
             place, scale, col_stride = _placement(target, n, first, ncols, geom.C, hw, KB,
-                                                  (n * G + g) * out_blocks + ob)
+                                                  (n * G + grp) * out_blocks + ob)
             outs = table.add(_grid(count_h, count_w, sh * geom.W, sw, a * geom.W + b) * scale)
             job_parts.append(job_table(
-                a=group_in, b=w_offset + (g * out_blocks + ob) * L * KB, red=red, length=L,
+                a=group_in, b=w_offset + (grp * out_blocks + ob) * L * KB, red=red, length=L,
                 rows=rows + starts, outs=outs + starts, nrows=nrows, **place))
-            phases.append((taps_h, taps_w))
+            phases.append((tuple(taps_h), tuple(taps_w)))
             w_offset += G * out_blocks * L * KB
     jobs = np.concatenate(job_parts) if job_parts else np.zeros((0, len(JOB_FIELDS)), np.int64)
-    info = dict(phases=phases, pads=((lo_h, hi_h), (lo_w, hi_w)), OHp=OHp, OWp=OWp,
-                dy_block=dy_block, red_blocks=red_blocks, KB=KB, out_blocks=out_blocks,
-                weight_size=w_offset, col_stride=hw if target == "NCHW" else 1)
+    layout = BackwardDataLayout(
+        phases=tuple(phases), pads=((lo_h, hi_h), (lo_w, hi_w)), OHp=OHp, OWp=OWp,
+        dy_block=dy_block, red_blocks=red_blocks, KB=KB, out_blocks=out_blocks,
+        weight_size=w_offset, col_stride=hw if target == "NCHW" else 1)
     out_size = geom.N * G * out_blocks * hw * KB if target == "blocked" else 0
-    return Pass("depthwise" if geom.depthwise else kind, jobs, table.array(), out_size, info)
+    return Pass("depthwise" if geom.depthwise else kind, jobs, table.array(), out_size, layout)
 
 
 def _reduction_splits(N, npix, base_jobs):
@@ -277,48 +398,46 @@ def backward_weight(geom, vl, tile_rows):
     """Jobs of the backward-weight pass: rows are (channel, tap) pairs, the reduction runs
     over pixels in independent pieces whose partial sums the caller adds in a fixed order."""
     fwd = forward(geom, vl, tile_rows)
-    Hp, Wp = fwd.info["Hp"], fwd.info["Wp"]
+    layout = fwd.info
+    Hp, Wp = layout.Hp, layout.Wp
+    CB, Cb, KB, Kb = layout.CB, layout.Cb, layout.KB, layout.Kb
+    G = 1 if geom.depthwise else geom.groups
     sh, sw = geom.stride
     dh, dw = geom.dilation
     npix = geom.OH * geom.OW
     table = OffsetTable()
     pixels = _grid(geom.OH, geom.OW, sh * Wp, sw)
     taps = _grid(geom.R, geom.S, dh * Wp, dw)
+    plane = Hp * Wp * CB
+    # Rows of the weight gradient: taps (depthwise) or (channel block, tap, channel).
     if geom.depthwise:
-        nb, block = fwd.info["nblocks"], fwd.info["block"]
-        G, KB, in_blocks = 1, block, nb
-        plane = Hp * Wp * block
-        row_offsets = taps * block
-        red = table.add(pixels * block)
+        row_offsets = taps * CB
     else:
-        G, KB, nb = geom.groups, fwd.info["KB"], fwd.info["Kb"]
-        CB, in_blocks = fwd.info["CB"], fwd.info["Cb"]
-        plane = Hp * Wp * CB
-        row_offsets = (np.arange(in_blocks)[:, None, None] * plane + (taps * CB)[None, :, None]
+        row_offsets = (np.arange(Cb)[:, None, None] * plane + (taps * CB)[None, :, None]
                        + np.arange(CB)[None, None, :]).ravel()
-        red = table.add(pixels * CB)
-    Q = row_offsets.size
+    red = table.add(pixels * CB)
+    nrows_total = row_offsets.size
     rows = table.add(row_offsets)
-    outs = table.add(np.arange(Q) * KB)
+    outs = table.add(np.arange(nrows_total) * KB)
     if not geom.depthwise:
         tile_rows = _broadcast_tile(geom.Kg, vl, tile_rows)[1]
-    starts, nrows = row_tiles(Q, tile_rows)
-    splits = _reduction_splits(geom.N, npix, G * nb * starts.size)
-    image_in = (in_blocks * plane) if geom.depthwise else (G * in_blocks * plane)
-    image_dy = (nb * npix * KB) if geom.depthwise else (G * nb * npix * KB)
+    starts, nrows = row_tiles(nrows_total, tile_rows)
+    splits = _reduction_splits(geom.N, npix, G * Kb * starts.size)
+    image_in = G * Cb * plane
+    image_dy = G * Kb * npix * KB
     parts = []
     for index, (n0, n1, p0, p1) in enumerate(splits):
-        g = np.arange(G)[:, None, None]
-        kb = np.arange(nb)[None, :, None]
+        grp = np.arange(G)[:, None, None]
+        kb = np.arange(Kb)[None, :, None]
         if geom.depthwise:
             a = n0 * image_in + kb * plane
         else:
-            a = n0 * image_in + g * in_blocks * plane
+            a = n0 * image_in + grp * Cb * plane
         parts.append(job_table(
-            a=a, a_step=image_in, b=n0 * image_dy + (g * nb + kb) * npix * KB + p0 * KB,
+            a=a, a_step=image_in, b=n0 * image_dy + (grp * Kb + kb) * npix * KB + p0 * KB,
             b_step=image_dy, inner=n1 - n0, red=red + p0, length=p1 - p0, ncols=KB,
             rows=rows + starts, outs=outs + starts, nrows=nrows,
-            out=((index * G + g) * nb + kb) * Q * KB))
-    info = dict(fwd.info, splits=len(splits), Q=Q, G=G, nb=nb, KB=KB)
+            out=((index * G + grp) * Kb + kb) * nrows_total * KB))
     return Pass(fwd.kind, np.concatenate(parts), table.array(),
-                len(splits) * G * nb * Q * KB, info)
+                len(splits) * G * Kb * nrows_total * KB,
+                BackwardWeightLayout(forward=layout, splits=len(splits)))

@@ -65,9 +65,9 @@ def _pack_weight(w, groups, Kg, Cg, swap, col_block, red_block, taps):
 def _pack_input(g, info, x):
     (pt, _), (pl, _) = g.pads
     if g.depthwise:
-        return _pack_activation(x, info["block"], g.K, g.Kg, 1, (pt, pl), info["Hp"],
-                                info["Wp"])
-    return _pack_activation(x, info["CB"], g.Cg, 1, g.groups, (pt, pl), info["Hp"], info["Wp"])
+        return _pack_activation(x, info.KB, g.K, g.Kg, 1, (pt, pl), info.Hp,
+                                info.Wp)
+    return _pack_activation(x, info.CB, g.Cg, 1, g.groups, (pt, pl), info.Hp, info.Wp)
 
 
 def _run(tiles, p, A, B, out, **kw):
@@ -110,21 +110,21 @@ def test_forward(kmods, name, target, scaling, dtype, rtol):
     packed_x = _pack_input(g, info, x)
     taps = np.arange(g.R * g.S)
     if g.depthwise:
-        packed_w = _pack_weight(w, 1, g.K, 1, False, info["block"], 1, taps)
+        packed_w = _pack_weight(w, 1, g.K, 1, False, info.KB, 1, taps)
     else:
-        packed_w = _pack_weight(w, g.groups, g.Kg, g.Cg, False, info["KB"], info["CB"], taps)
+        packed_w = _pack_weight(w, g.groups, g.Kg, g.Cg, False, info.KB, info.CB, taps)
     y, flat = _result((g.N, g.K, g.OH, g.OW), target, dtype, rng)
     y0 = y.copy()
     if target == "blocked":
         blocked = np.empty(p.out_size, dtype)
         _run(tiles, p, packed_x, packed_w, blocked)
-        nblocks = info["nblocks"] if g.depthwise else info["Kb"]
-        block = info["block"] if g.depthwise else info["KB"]
+        nblocks = info.Kb if g.depthwise else info.Kb
+        block = info.KB if g.depthwise else info.KB
         _layout.unpack_output(blocked, y, 1 if g.depthwise else g.groups, nblocks, block, 1,
                               np.zeros(0, dtype) if bias is None else bias, alpha, beta,
                               NTHREADS)
     else:
-        _run(tiles, p, packed_x, packed_w, flat, col_stride=info["col_stride"], bias=bias,
+        _run(tiles, p, packed_x, packed_w, flat, col_stride=info.col_stride, bias=bias,
              alpha=alpha, beta=beta)
     expected = _scaled(ref_conv2d(x, w, **_ref_args(g)), y0, bias, alpha, beta)
     assert_close(y, expected, rtol=rtol, what=f"{kmods.tiles.ISA} forward {name} {p.kind}")
@@ -151,31 +151,31 @@ def test_backward_data(kmods, name, target, scaling, dtype, rtol):
     bias = rng.standard_normal(g.C).astype(dtype) if with_bias else None
     p = direct_schedule.backward_data(g, vl, tiles.TILE_ROWS, target)
     info = p.info
-    (lo_h, _), (lo_w, _) = info["pads"]
-    packed_dy = _pack_activation(dy, info["dy_block"], g.K if g.depthwise else g.Kg, 1,
-                                 1 if g.depthwise else g.groups, (lo_h, lo_w), info["OHp"],
-                                 info["OWp"])
+    (lo_h, _), (lo_w, _) = info.pads
+    packed_dy = _pack_activation(dy, info.dy_block, g.K if g.depthwise else g.Kg, 1,
+                                 1 if g.depthwise else g.groups, (lo_h, lo_w), info.OHp,
+                                 info.OWp)
     parts = []
-    for taps_h, taps_w in info["phases"]:     # one packed weight per stride phase
+    for taps_h, taps_w in info.phases:     # one packed weight per stride phase
         taps = (np.asarray(taps_h, np.intp)[:, None] * g.S
                 + np.asarray(taps_w, np.intp)[None, :]).ravel()
         if g.depthwise:
-            parts.append(_pack_weight(w, 1, g.K, 1, False, info["KB"], 1, taps))
+            parts.append(_pack_weight(w, 1, g.K, 1, False, info.KB, 1, taps))
         else:
-            parts.append(_pack_weight(w, g.groups, g.Kg, g.Cg, True, info["KB"],
-                                      info["dy_block"], taps))
+            parts.append(_pack_weight(w, g.groups, g.Kg, g.Cg, True, info.KB,
+                                      info.dy_block, taps))
     packed_w = np.concatenate(parts + [np.zeros(1, dtype)])   # never empty
     dx, flat = _result((g.N, g.C, g.H, g.W), target, dtype, rng)
     dx0 = dx.copy()
     if target == "blocked":
         blocked = np.empty(p.out_size, dtype)
         _run(tiles, p, packed_dy, packed_w, blocked)
-        _layout.unpack_output(blocked, dx, 1 if g.depthwise else g.groups, info["out_blocks"],
-                              info["KB"], g.Kg if g.depthwise else 1,
+        _layout.unpack_output(blocked, dx, 1 if g.depthwise else g.groups, info.out_blocks,
+                              info.KB, g.Kg if g.depthwise else 1,
                               np.zeros(0, dtype) if bias is None else bias, alpha, beta,
                               NTHREADS)
     else:
-        _run(tiles, p, packed_dy, packed_w, flat, col_stride=info["col_stride"], bias=bias,
+        _run(tiles, p, packed_dy, packed_w, flat, col_stride=info.col_stride, bias=bias,
              alpha=alpha, beta=beta)
     expected = _scaled(ref_backward_data(dy, w, dx.shape, **_ref_args(g)), dx0, bias, alpha,
                        beta)
@@ -190,19 +190,19 @@ def test_backward_weight(kmods, name, dtype, rtol):
     x = rng.standard_normal((g.N, g.C, g.H, g.W)).astype(dtype)
     dy = rng.standard_normal((g.N, g.K, g.OH, g.OW)).astype(dtype)
     p = direct_schedule.backward_weight(g, vl, tiles.TILE_ROWS)
-    info = p.info
+    info = p.info.forward
     packed_x = _pack_input(g, info, x)
-    packed_dy = _pack_activation(dy, info["KB"], g.K if g.depthwise else g.Kg, 1,
+    packed_dy = _pack_activation(dy, info.KB, g.K if g.depthwise else g.Kg, 1,
                                  1 if g.depthwise else g.groups, (0, 0), g.OH, g.OW)
     partial = np.full(p.out_size, np.nan, dtype)   # every partial sum must be written
     _run(tiles, p, packed_x, packed_dy, partial)
-    total = partial.reshape(info["splits"], -1).sum(axis=0)
+    total = partial.reshape(p.info.splits, -1).sum(axis=0)
     if g.depthwise:
-        nb, block = info["nb"], info["KB"]
+        nb, block = info.Kb, info.KB
         grad = total.reshape(nb, g.R, g.S, block).transpose(0, 3, 1, 2)
         grad = grad.reshape(nb * block, g.R, g.S)[:g.K].reshape(g.K, 1, g.R, g.S)
     else:
-        Kb, KB, Cb, CB = info["Kb"], info["KB"], info["Cb"], info["CB"]
+        Kb, KB, Cb, CB = info.Kb, info.KB, info.Cb, info.CB
         grad = total.reshape(g.groups, Kb, Cb, g.R, g.S, CB, KB).transpose(0, 1, 6, 2, 5, 3, 4)
         grad = grad.reshape(g.groups, Kb * KB, Cb * CB, g.R, g.S)[:, :g.Kg, :g.Cg]
         grad = grad.reshape(g.K, g.Cg, g.R, g.S)
