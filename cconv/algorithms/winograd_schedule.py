@@ -94,6 +94,9 @@ class TileProblem:
             self.tblock = rows * -(-row_groups // nblocks)
             nkc = min(self.Kb, -(-8 // (G * nblocks)))
             self.kchunk = -(-self.Kb // nkc)
+        # One thread's scratch slice: the transformed input tiles V and the products M, each
+        # `matrices` matrices padded apart.  The kernels recompute this size from the same
+        # sizes as the bounds check on the buffer they are given.
         self.scratch_per_thread = (matrices * (self.tblock * row + pad)
                                    + matrices * (self.tblock * self.KB + pad))
 
