@@ -1,11 +1,11 @@
 """Load the kernels built for the best SIMD level this CPU supports.
 
 setup.py builds every templated kernel module once per instruction set (``_tiles_avx512``,
-``_tiles_avx2``, ``_tiles_base``, and the same for ``_winograd``).  At import the best level
-the CPU supports is loaded; ``CCONV_SIMD=avx512|avx2|base`` forces one (an unsupported or
-missing level is an ImportError rather than a crash on an illegal instruction).  The test
-suite runs once per level the CPU supports (``pytest --simd=LEVEL``), so every build that
-ships is exercised.
+``_tiles_avx2``, ``_tiles_base``, and the same for ``_winograd`` and ``_depthwise``). At
+import the best level the CPU supports is loaded; ``CCONV_SIMD=avx512|avx2|base`` forces one
+(an unsupported or missing level is an ImportError rather than a crash on an illegal
+instruction). The test suite runs once per level the CPU supports (``pytest --simd=LEVEL``),
+so every build that ships is exercised.
 """
 
 import importlib
@@ -16,7 +16,7 @@ from ._kernels import _runtime
 
 LEVELS = ("avx512", "avx2", "base")
 # The kernel modules built per level: cconv._kernels.<stem>_<level>.
-TEMPLATED = ("_tiles", "_winograd")
+TEMPLATED = ("_tiles", "_winograd", "_depthwise")
 
 
 def available_levels():
@@ -69,3 +69,4 @@ def _select():
 LEVEL, _modules = _select()
 tiles = _modules.tiles
 winograd = _modules.winograd
+depthwise = _modules.depthwise

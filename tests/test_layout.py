@@ -100,15 +100,20 @@ def test_every_algorithm_implements_the_contract():
             assert getattr(cls, method) is not getattr(Algorithm, method), (name, method)
 
 
+WORKSPACE_WEIGHTS = {"direct": (64, 64, 3, 3), "winograd": (64, 64, 3, 3),
+                     "gemm": (64, 64, 1, 1), "depthwise": (64, 1, 3, 3)}
+
+
 @pytest.mark.parametrize("algo", list(REGISTRY))
 def test_workspace_follows_the_thread_count_it_describes(algo):
-    geom = make_geometry((2, 64, 16, 16), (64, 64, 3, 3) if algo != "gemm" else (64, 64, 1, 1),
-                         padding=1 if algo != "gemm" else 0)
+    w_shape = WORKSPACE_WEIGHTS[algo]
+    geom = make_geometry((2, 64, 16, 16), w_shape, padding=(w_shape[2] // 2),
+                         groups=64 // w_shape[1])
     impl = REGISTRY[algo].for_geometry(geom)
     for op in _dispatch.OPS:
         one, eight = impl.workspace_bytes(op, 1), impl.workspace_bytes(op, 8)
         assert one >= 0 and eight >= one
-        if algo == "winograd":  # per-thread scratch: more threads, more bytes
+        if algo in ("winograd", "depthwise"):  # per-thread scratch: more threads, more bytes
             assert eight > one, op
 
 

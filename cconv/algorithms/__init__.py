@@ -23,11 +23,13 @@ reference the others fall back to.  Nothing here imports the dispatcher.
 from __future__ import annotations
 
 from .base import OPS, Algorithm, TransformedWeight
+from .depthwise import DepthwiseConvolution
 from .direct import DirectConvolution
 from .gemm import GemmConvolution
 from .winograd import WinogradConvolution
 
-REGISTRY = {cls.name: cls for cls in (DirectConvolution, WinogradConvolution, GemmConvolution)}
+REGISTRY = {cls.name: cls for cls in (DirectConvolution, WinogradConvolution, GemmConvolution,
+                                      DepthwiseConvolution)}
 ALGORITHMS = tuple(REGISTRY)
 
 __all__ = ["ALGORITHMS", "OPS", "REGISTRY", "Algorithm", "TransformedWeight", "implementation",

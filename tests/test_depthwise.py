@@ -1,0 +1,201 @@
+"""The depthwise algorithm (groups == C): every pass against the float64 reference, in both
+layouts and memory orders, and its determinism and NaN placement."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cconv
+from cconv._geometry import make_geometry
+from cconv.algorithms import REGISTRY
+from support.checks import assert_close
+from support.reference import ref_backward_data, ref_backward_weight, ref_conv2d
+
+# (N, C, mult, H, W, R, S, stride, dilation, pads ((top, bottom), (left, right)))
+CASES = {
+    "mobilenet_3x3": (2, 24, 1, 14, 14, 3, 3, (1, 1), (1, 1), ((1, 1), (1, 1))),
+    "stride2": (2, 16, 1, 15, 16, 3, 3, (2, 2), (1, 1), ((1, 1), (1, 1))),
+    "stride_hw": (1, 5, 1, 11, 13, 3, 5, (2, 3), (1, 1), ((0, 2), (2, 1))),
+    "dilated": (2, 17, 1, 12, 10, 3, 3, (1, 1), (2, 3), ((2, 2), (3, 3))),
+    "multiplier2": (2, 6, 2, 9, 8, 3, 3, (1, 1), (1, 1), ((1, 1), (1, 1))),
+    "multiplier3_stride2": (1, 4, 3, 10, 9, 5, 5, (2, 2), (1, 1), ((2, 1), (0, 2))),
+    "one_pixel": (3, 7, 1, 3, 3, 3, 3, (1, 1), (1, 1), ((0, 0), (0, 0))),
+    "padding_only": (1, 3, 1, 1, 1, 3, 3, (1, 1), (1, 1), ((1, 1), (1, 1))),
+    "1x1": (2, 33, 1, 5, 7, 1, 1, (1, 1), (1, 1), ((0, 0), (0, 0))),
+    "7x7_wide": (1, 40, 1, 9, 30, 7, 7, (1, 1), (1, 1), ((3, 3), (3, 3))),
+    "stride3_big": (2, 9, 1, 20, 20, 3, 3, (3, 3), (1, 1), ((1, 1), (1, 1))),
+}
+LAYOUTS = ["NCHW", "NHWC"]
+
+
+def _operands(case, dtype, seed=0):
+    N, C, m, H, W, R, S, *_ = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    w = rng.standard_normal((C * m, 1, R, S)).astype(dtype)
+    return x, w
+
+
+def _kw(case, layout):
+    _, C, _, _, _, _, _, stride, dilation, pads = case
+    return dict(stride=stride, dilation=dilation, padding=pads, groups=C, layout=layout)
+
+
+def _ref_kw(case):
+    _, C, _, _, _, _, _, stride, dilation, pads = case
+    return dict(stride=stride, dilation=dilation, pads=pads, groups=C)
+
+
+def _to(a, layout):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)) if layout == "NHWC" else a
+
+
+def _from(a, layout):
+    return a.transpose(0, 3, 1, 2) if layout == "NHWC" else a
+
+
+def test_registered_for_depthwise_shapes_only():
+    dw = make_geometry((1, 8, 6, 6), (16, 1, 3, 3), groups=8)
+    dense = make_geometry((1, 8, 6, 6), (16, 8, 3, 3))
+    grouped = make_geometry((1, 8, 6, 6), (16, 2, 3, 3), groups=4)
+    assert REGISTRY["depthwise"].why_not(dw, "forward") is None
+    for geom in (dense, grouped):
+        assert "one input channel per group" in REGISTRY["depthwise"].why_not(geom, "forward")
+    with pytest.raises(ValueError, match="one input channel per group"):
+        cconv.conv2d(np.zeros((1, 8, 6, 6), np.float32), np.zeros((16, 8, 3, 3), np.float32),
+                     algo="depthwise")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_all_passes_match_reference(name, layout, dtype):
+    case = CASES[name]
+    x, w = _operands(case, dtype)
+    b = np.linspace(-1, 1, w.shape[0]).astype(dtype)
+    kw, rkw = _kw(case, layout), _ref_kw(case)
+    y = cconv.conv2d(_to(x, layout), w, b, algo="depthwise", **kw)
+    ref = ref_conv2d(x, w, b, **rkw)
+    assert_close(_from(y, layout), ref, what="forward")
+    gy = np.random.default_rng(1).standard_normal(ref.shape).astype(dtype)
+    dx = cconv.conv2d_backward_data(_to(gy, layout), w, _to(x, layout).shape,
+                                    algo="depthwise", **kw)
+    assert_close(_from(dx, layout), ref_backward_data(gy, w, x.shape, **rkw), what="data")
+    dw = cconv.conv2d_backward_weight(_to(gy, layout), _to(x, layout), w.shape,
+                                      algo="depthwise", **kw)
+    assert_close(dw, ref_backward_weight(gy, x, w.shape, **rkw), what="weight")
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_out_alpha_beta_and_transposed(layout):
+    case = CASES["stride2"]
+    x, w = _operands(case, np.float32)
+    kw = _kw(case, layout)
+    y0 = cconv.conv2d(_to(x, layout), w, algo="depthwise", **kw)
+    out = np.full_like(y0, 0.5)
+    res = cconv.conv2d(_to(x, layout), w, out=out, alpha=2.0, beta=-3.0, algo="depthwise", **kw)
+    assert res is out
+    np.testing.assert_allclose(out, 2 * y0 - 1.5, rtol=1e-5, atol=1e-5)
+    nan_out = np.full_like(y0, np.nan)  # beta == 0 never reads out
+    cconv.conv2d(_to(x, layout), w, out=nan_out, algo="depthwise", **kw)
+    np.testing.assert_allclose(nan_out, y0, rtol=1e-6)
+    # transposed convolution runs backward-data with a bias
+    gy = y0
+    b = np.arange(case[1], dtype=np.float32)
+    t = cconv.conv_transpose2d(gy, w, b, stride=kw["stride"], padding=1, groups=case[1],
+                               layout=layout, output_padding=1, algo="depthwise")
+    t_direct = cconv.conv_transpose2d(gy, w, b, stride=kw["stride"], padding=1,
+                                      groups=case[1], layout=layout, output_padding=1,
+                                      algo="direct")
+    np.testing.assert_allclose(t, t_direct, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["fortran", "sliced", "reversed"])
+def test_non_contiguous_operands(form):
+    case = CASES["dilated"]
+    x, w = _operands(case, np.float64)
+    if form == "fortran":
+        xv = np.asfortranarray(x)
+    elif form == "sliced":
+        big = np.zeros(x.shape[:3] + (2 * x.shape[3],))
+        big[..., ::2] = x
+        xv = big[..., ::2]
+    else:
+        xv = np.ascontiguousarray(x[:, :, ::-1, ::-1])[:, :, ::-1, ::-1]
+    kw = _kw(case, "NCHW")
+    y = cconv.conv2d(xv, w, algo="depthwise", **kw)
+    assert_close(y, ref_conv2d(x, w, **_ref_kw(case)))
+    gy = np.asfortranarray(np.ones_like(y))
+    assert_close(cconv.conv2d_backward_weight(gy, xv, w.shape, algo="depthwise", **kw),
+                 ref_backward_weight(np.ones_like(y), x, w.shape, **_ref_kw(case)))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_bitwise_identical_on_any_thread_count(layout):
+    case = (5, 40, 1, 17, 19, 3, 3, (2, 1), (1, 1), ((1, 1), (1, 1)))
+    x, w = _operands(case, np.float32)
+    kw = _kw(case, layout)
+    gy = np.random.default_rng(2).standard_normal(
+        cconv.conv2d(_to(x, layout), w, algo="depthwise", **kw).shape).astype(np.float32)
+    results = []
+    for threads in (1, 2, 3):
+        results.append((
+            cconv.conv2d(_to(x, layout), w, algo="depthwise", num_threads=threads, **kw),
+            cconv.conv2d_backward_data(gy, w, _to(x, layout).shape, algo="depthwise",
+                                       num_threads=threads, **kw),
+            cconv.conv2d_backward_weight(gy, _to(x, layout), w.shape, algo="depthwise",
+                                         num_threads=threads, **kw)))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.array_equal(a, b)
+
+
+def test_nan_stays_in_its_window():
+    x = np.ones((1, 3, 8, 8), np.float32)
+    x[0, 1, 4, 4] = np.nan
+    w = np.ones((3, 1, 3, 3), np.float32)
+    y = cconv.conv2d(x, w, padding=1, groups=3, algo="depthwise")
+    bad = np.argwhere(np.isnan(y))
+    assert {tuple(i) for i in bad} == {(0, 1, h, v) for h in (3, 4, 5) for v in (3, 4, 5)}
+    w_inf = w.copy()
+    w_inf[2, 0, 0, 0] = np.inf  # the corner tap never meets padding-only outputs on row 0
+    dx = cconv.conv2d_backward_data(np.ones_like(y), w_inf, x.shape, padding=1, groups=3,
+                                    algo="depthwise")
+    ref = cconv.conv2d_backward_data(np.ones_like(y), w_inf, x.shape, padding=1, groups=3,
+                                     algo="direct")
+    np.testing.assert_array_equal(np.isinf(dx), np.isinf(ref))
+    assert not np.isnan(dx).any() and np.isinf(dx[0, 2]).any()
+
+
+def test_auto_uses_the_depthwise_kernels_for_one_channel_filter_banks():
+    # where they measured faster than the direct kernel (_dispatch.DEPTHWISE_MEASUREMENTS)
+    geom = make_geometry((2, 1, 64, 64), (8, 1, 5, 5), padding=2)
+    assert cconv._dispatch.heuristic(geom, "forward") == "depthwise"
+    assert cconv._dispatch.heuristic(geom, "backward_data") == "depthwise"
+    assert cconv._dispatch.heuristic(geom, "backward_weight") == "direct"
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 3), c=st.integers(1, 12), m=st.integers(1, 3), h=st.integers(1, 12),
+       w=st.integers(1, 12), r=st.integers(1, 5), s=st.integers(1, 5), sh=st.integers(1, 3),
+       sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
+       pads=st.lists(st.integers(0, 3), min_size=4, max_size=4),
+       layout=st.sampled_from(LAYOUTS), seed=st.integers(0, 2**16))
+def test_random_shapes_match_reference(n, c, m, h, w, r, s, sh, sw, dh, dw, pads, layout, seed):
+    pt, pb, pl, pr = pads
+    if (h + pt + pb < dh * (r - 1) + 1) or (w + pl + pr < dw * (s - 1) + 1):
+        return  # no output: make_geometry rejects it (tested elsewhere)
+    case = (n, c, m, h, w, r, s, (sh, sw), (dh, dw), ((pt, pb), (pl, pr)))
+    x, wt = _operands(case, np.float64, seed)
+    kw, rkw = _kw(case, layout), _ref_kw(case)
+    y = cconv.conv2d(_to(x, layout), wt, algo="depthwise", **kw)
+    ref = ref_conv2d(x, wt, **rkw)
+    assert_close(_from(y, layout), ref, what="forward")
+    gy = np.random.default_rng(seed + 1).standard_normal(ref.shape)
+    dx = cconv.conv2d_backward_data(_to(gy, layout), wt, _to(x, layout).shape,
+                                    algo="depthwise", **kw)
+    assert_close(_from(dx, layout), ref_backward_data(gy, wt, x.shape, **rkw), what="data")
+    dwt = cconv.conv2d_backward_weight(_to(gy, layout), _to(x, layout), wt.shape,
+                                       algo="depthwise", **kw)
+    assert_close(dwt, ref_backward_weight(gy, x, wt.shape, **rkw), what="weight")
