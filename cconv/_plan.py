@@ -61,7 +61,7 @@ class ConvPlan:
         impl = implementation(self.geometry, self._algo(op))
         return int(impl.workspace_bytes(op, resolve_num_threads(num_threads)))
 
-    def _array(self, value, name, shape, shape_name):
+    def _array(self, name, value, shape, shape_name):
         array = as_float_array(value, name)
         if array.shape != shape:
             raise ValueError(f"{name} has shape {array.shape}, but this plan is for "
@@ -97,7 +97,7 @@ class ConvPlan:
             :meth:`backward_data`) of this plan.
         """
         g = self.geometry
-        w = self._array(weight, "weight", g.weight_shape(), "weight shape")
+        w = self._array("weight", weight, g.weight_shape(), "weight shape")
         w = np.array(w, copy=True)  # the caller's dtype: results keep numpy.result_type
         w.flags.writeable = False
         impl = implementation(g, self.algorithm)
@@ -113,16 +113,11 @@ class ConvPlan:
         transformed = None
         if isinstance(weight, PreparedWeight):
             weight, transformed = weight._unwrap(self)
-        x = self._array(x, "x", g.input_shape(), "input shape")
-        w = self._array(weight, "weight", g.weight_shape(), "weight shape")
-        impl = self._implementation("forward", x, w)
-        result_dtype = np.result_type(x.dtype, w.dtype)
-        nthreads = resolve_num_threads(num_threads)
-        alpha, beta = check_scalars(alpha, beta)
+        x, w, impl, call = self._call("forward", ("x", x, g.input_shape(), "input shape"),
+                                      ("weight", weight, g.weight_shape(), "weight shape"),
+                                      g.output_shape(), out, alpha, beta, num_threads)
         b = check_bias(bias, g.K, impl.geom.dtype)
-        out = check_out(out, g.output_shape(), result_dtype)
-        return _execute.forward(impl, x, w, b, out, alpha, beta, nthreads, result_dtype,
-                                prepared=transformed)
+        return _execute.forward(impl, x, w, b, *call, prepared=transformed)
 
     def backward_data(self, grad_out, weight, out=None, *, alpha=1.0, beta=0.0,
                       num_threads=None):
@@ -130,26 +125,35 @@ class ConvPlan:
         g = self.geometry
         if isinstance(weight, PreparedWeight):
             weight = weight._unwrap(self)[0]
-        dy = self._array(grad_out, "grad_out", g.output_shape(), "output shape")
-        w = self._array(weight, "weight", g.weight_shape(), "weight shape")
-        impl = self._implementation("backward_data", dy, w)
-        result_dtype = np.result_type(dy.dtype, w.dtype)
-        nthreads = resolve_num_threads(num_threads)
-        alpha, beta = check_scalars(alpha, beta)
-        out = check_out(out, g.input_shape(), result_dtype)
-        return _execute.backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype)
+        dy, w, impl, call = self._call(
+            "backward_data", ("grad_out", grad_out, g.output_shape(), "output shape"),
+            ("weight", weight, g.weight_shape(), "weight shape"), g.input_shape(), out, alpha,
+            beta, num_threads)
+        return _execute.backward_data(impl, dy, w, *call)
 
     def backward_weight(self, grad_out, x, out=None, *, alpha=1.0, beta=0.0, num_threads=None):
         """:func:`cconv.conv2d_backward_weight` for this plan's shapes."""
         g = self.geometry
-        dy = self._array(grad_out, "grad_out", g.output_shape(), "output shape")
-        x = self._array(x, "x", g.input_shape(), "input shape")
-        impl = self._implementation("backward_weight", dy, x)
-        result_dtype = np.result_type(dy.dtype, x.dtype)
+        dy, x, impl, call = self._call(
+            "backward_weight", ("grad_out", grad_out, g.output_shape(), "output shape"),
+            ("x", x, g.input_shape(), "input shape"), g.weight_shape(), out, alpha, beta,
+            num_threads)
+        return _execute.backward_weight(impl, dy, x, *call)
+
+    def _call(self, op, first, second, result_shape, out, alpha, beta, num_threads):
+        """Check a pass's two operands (name, value, shape, what the shape is) and its
+        ``out`` / ``alpha`` / ``beta`` / ``num_threads``.
+
+        Returns the two arrays, the algorithm instance, and ``(out, alpha, beta, nthreads,
+        result_dtype)`` in the order :mod:`cconv._execute` takes them."""
+        a = self._array(*first)
+        b = self._array(*second)
+        impl = self._implementation(op, a, b)
+        result_dtype = np.result_type(a.dtype, b.dtype)
         nthreads = resolve_num_threads(num_threads)
         alpha, beta = check_scalars(alpha, beta)
-        out = check_out(out, g.weight_shape(), result_dtype)
-        return _execute.backward_weight(impl, dy, x, out, alpha, beta, nthreads, result_dtype)
+        out = check_out(out, result_shape, result_dtype)
+        return a, b, impl, (out, alpha, beta, nthreads, result_dtype)
 
     def _algo(self, op):
         """The plan's algorithm where it can run ``op``, else ``auto``'s choice."""

@@ -54,6 +54,13 @@ class Algorithm:
 
     name = "?"
 
+    def __init__(self, geom):
+        """Bind the algorithm to ``geom``; ValueError with the reason if it cannot run it."""
+        reason = self.why_not(geom, "forward")
+        if reason:
+            raise ValueError(reason)
+        self.geom = geom
+
     @classmethod
     def why_not(cls, geom, op):
         """The reason this algorithm cannot run pass ``op`` on ``geom``, or None if it can.

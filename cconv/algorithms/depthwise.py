@@ -59,10 +59,7 @@ class DepthwiseConvolution(Algorithm):
         return None
 
     def __init__(self, geom):
-        reason = self.why_not(geom, "forward")
-        if reason:
-            raise ValueError(reason)
-        self.geom = geom
+        super().__init__(geom)
         g = geom
         self._args = (g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pads[0][0],
                       g.pads[1][0])
@@ -79,6 +76,17 @@ class DepthwiseConvolution(Algorithm):
 
     def _scratch(self, size, nthreads):
         return np.empty((nthreads, max(1, size)), self.geom.dtype)
+
+    def _run_nchw(self, run, src, w, dst, bias, alpha, beta, scratch, nthreads):
+        """An NCHW kernel from a contiguous copy of ``src`` (when it is not one) into ``dst``,
+        or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy)."""
+        src = np.ascontiguousarray(src)
+        if dst.flags.c_contiguous:
+            run(src, w, dst, bias, *self._args, alpha, beta, scratch, nthreads)
+            return
+        tmp = np.empty(dst.shape, self.geom.dtype)
+        run(src, w, tmp, bias, *self._args, 1.0, 0.0, scratch, nthreads)
+        dst[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * dst
 
     # -- passes ----------------------------------------------------------------------------
 
@@ -98,16 +106,9 @@ class DepthwiseConvolution(Algorithm):
                                  y.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                  self._scratch(g.C, nthreads), nthreads)
             return
-        xc = np.ascontiguousarray(x)
         scratch = self._scratch(kernels.forward_scratch_size(g.H, g.W, g.OW, g.stride[1]),
                                 nthreads)
-        run = kernels.forward_nchw
-        if y.flags.c_contiguous:
-            run(xc, w, y, b, *self._args, alpha, beta, scratch, nthreads)
-            return
-        tmp = np.empty(y.shape, g.dtype)
-        run(xc, w, tmp, b, *self._args, 1.0, 0.0, scratch, nthreads)
-        y[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * y
+        self._run_nchw(kernels.forward_nchw, x, w, y, b, alpha, beta, scratch, nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
@@ -118,15 +119,9 @@ class DepthwiseConvolution(Algorithm):
                                        dx.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                        self._scratch(g.C, nthreads), nthreads)
             return
-        dyc = np.ascontiguousarray(dy)
         scratch = self._scratch(kernels.backward_data_scratch_size(g.W, g.stride[1]), nthreads)
-        run = kernels.backward_data_nchw
-        if dx.flags.c_contiguous:
-            run(dyc, w, dx, b, *self._args, alpha, beta, scratch, nthreads)
-            return
-        tmp = np.empty(dx.shape, g.dtype)
-        run(dyc, w, tmp, b, *self._args, 1.0, 0.0, scratch, nthreads)
-        dx[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * dx
+        self._run_nchw(kernels.backward_data_nchw, dy, w, dx, b, alpha, beta, scratch,
+                       nthreads)
 
     def _weight_splits(self):
         g = self.geom

@@ -32,7 +32,7 @@ class DirectConvolution(Algorithm):
         return None
 
     def __init__(self, geom):
-        self.geom = geom
+        super().__init__(geom)
         self.vl = tiles.VECTOR_LENGTH[geom.dtype.name]
         self._run = getattr(tiles, f"run_jobs_{geom.dtype.name}")
         self._passes = {}

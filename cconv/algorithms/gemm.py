@@ -52,10 +52,7 @@ class GemmConvolution(Algorithm):
         return None
 
     def __init__(self, geom):
-        reason = self.why_not(geom, "forward")
-        if reason:
-            raise ValueError(reason)
-        self.geom = geom
+        super().__init__(geom)
         self.lanes = 2 * tiles.VECTOR_LENGTH[geom.dtype.name]
         self.npix = geom.OH * geom.OW
         self.npix_pad = -(-self.npix // self.lanes) * self.lanes

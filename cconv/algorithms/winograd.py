@@ -123,10 +123,7 @@ class WinogradConvolution(Algorithm):
         return None
 
     def __init__(self, geom):
-        reason = self.why_not(geom, "forward")
-        if reason:
-            raise ValueError(reason)
-        self.geom = geom
+        super().__init__(geom)
         self._fwd = schedule.forward_problem(geom)
         self._bwd = schedule.backward_data_problem(geom)
         self._wgt = schedule.weight_gradient_schedule(geom)
