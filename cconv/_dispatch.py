@@ -14,6 +14,7 @@ the winner (``cconv._find_cache``)::
 from __future__ import annotations
 
 import collections
+import functools
 import time
 
 import numpy as np
@@ -80,6 +81,7 @@ def check_algo(algo):
     return algo
 
 
+@functools.lru_cache(maxsize=1024)
 def heuristic(geom, op):
     """The algorithm ``"auto"`` picks for pass ``op`` of ``geom``.
 
