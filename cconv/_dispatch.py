@@ -62,14 +62,17 @@ WINOGRAD_MEASUREMENTS = (
 )
 
 
-# Depthwise-kernel / direct time ratios (> 1: depthwise kernels faster), float32, 2 threads,
+# Depthwise-kernel / direct time ratios (> 1: depthwise kernels faster), float32, NCHW,
 # ``cconv bench --layers mobilenetv2.dw144,mobilenetv2.dw384s2,filter.1-16.5x5 --algos
-# direct,depthwise`` on a 2-core AVX-512 VM (AMD EPYC Zen 4).  Columns: layer, forward,
-# backward-data, backward-weight.
+# direct,depthwise --threads T`` on a 2-core AVX-512 VM (AMD EPYC Zen 4).  Columns: layer,
+# threads, forward, backward-data, backward-weight.
 DEPTHWISE_MEASUREMENTS = (
-    ("8x144x56x56 3x3 groups 144", 0.79, 0.90, 0.82),
-    ("8x384x28x28 3x3 stride 2 groups 384", 0.68, 0.51, 0.38),
-    ("4x1x512x512 -> 16, 5x5", 1.57, 4.34, 0.86),
+    ("8x144x56x56 3x3 groups 144", 1, 3.14, 2.35, 1.40),
+    ("8x144x56x56 3x3 groups 144", 2, 3.05, 2.52, 1.43),
+    ("8x384x28x28 3x3 stride 2 groups 384", 1, 1.64, 2.76, 1.01),
+    ("8x384x28x28 3x3 stride 2 groups 384", 2, 1.95, 3.38, 0.83),
+    ("4x1x512x512 -> 16, 5x5", 1, 1.49, 8.65, 1.31),
+    ("4x1x512x512 -> 16, 5x5", 2, 2.21, 7.63, 1.22),
 )
 
 
@@ -92,13 +95,13 @@ def heuristic(geom, op):
     usable algorithm in registry order (direct).  The thresholds separate the rows of
     :data:`WINOGRAD_MEASUREMENTS` where Winograd won from those where it did not.
 
-    The depthwise kernels for one-channel inputs (a filter bank over single images), forward
-    and backward-data: on 4x1x512x512 -> 16 channels 5x5 they measured 1.57x and 4.3x the
-    direct algorithm, backward-weight 0.86x (:data:`DEPTHWISE_MEASUREMENTS`); on depthwise
-    layers with more channels the direct algorithm stays faster (0.4-0.9x).
+    The depthwise kernels wherever each group has one input channel (depthwise layers, and
+    filter banks over one-channel images), except a strided layer's weight gradient: they
+    measured 1.5-8.7x the direct algorithm on every pass of the layers timed, but 0.83-1.0x
+    on the stride-2 weight gradient (:data:`DEPTHWISE_MEASUREMENTS`).
     """
     candidates = usable(geom, op)
-    if "depthwise" in candidates and geom.C == 1 and op != "backward_weight":
+    if "depthwise" in candidates and not (op == "backward_weight" and geom.stride != (1, 1)):
         return "depthwise"
     if "winograd" in candidates:
         channels, pixels = min(geom.Cg, geom.Kg), geom.OH * geom.OW

@@ -168,12 +168,16 @@ def test_nan_stays_in_its_window():
     assert not np.isnan(dx).any() and np.isinf(dx[0, 2]).any()
 
 
-def test_auto_uses_the_depthwise_kernels_for_one_channel_filter_banks():
-    # where they measured faster than the direct kernel (_dispatch.DEPTHWISE_MEASUREMENTS)
-    geom = make_geometry((2, 1, 64, 64), (8, 1, 5, 5), padding=2)
-    assert cconv._dispatch.heuristic(geom, "forward") == "depthwise"
-    assert cconv._dispatch.heuristic(geom, "backward_data") == "depthwise"
-    assert cconv._dispatch.heuristic(geom, "backward_weight") == "direct"
+def test_auto_uses_the_depthwise_kernels_where_they_measured_faster():
+    # _dispatch.DEPTHWISE_MEASUREMENTS: every pass but a strided layer's weight gradient
+    for x_shape, w_shape, groups in (((2, 1, 64, 64), (8, 1, 5, 5), 1),
+                                     ((2, 16, 14, 14), (16, 1, 3, 3), 16)):
+        geom = make_geometry(x_shape, w_shape, padding=1, groups=groups)
+        for op in ("forward", "backward_data", "backward_weight"):
+            assert cconv._dispatch.heuristic(geom, op) == "depthwise"
+    strided = make_geometry((2, 16, 14, 14), (16, 1, 3, 3), padding=1, stride=2, groups=16)
+    assert cconv._dispatch.heuristic(strided, "forward") == "depthwise"
+    assert cconv._dispatch.heuristic(strided, "backward_weight") == "direct"
 
 
 @settings(max_examples=40, deadline=None)

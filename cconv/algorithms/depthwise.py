@@ -33,6 +33,67 @@ from .direct import NO_BIAS, DirectConvolution
 TARGET_WEIGHT_JOBS = 32
 
 
+def _block_shape(out_w, vl):
+    """(rows, vectors) of the four register accumulators of an NCHW plane: whole vectors
+    along a row, several rows when the row is narrower than four vectors."""
+    nv = min(4, -(-out_w // vl))
+    nv = 4 if nv == 3 else nv
+    return 4 // nv, nv
+
+
+def _round_up(value, step):
+    return -(-value // step) * step
+
+
+class _NchwLayout:
+    """The per-thread plane buffers of the NCHW kernels and the tap offsets into them.
+
+    Forward and backward-weight read the input plane with its zero padding, split into
+    ``sw`` column phases of ``rows x Wq``; backward-data reads the output gradient spread
+    out by the stride into ``mult`` buffers of ``rows_bd x Wb`` and correlates them with
+    the flipped filter.  Every run a kernel loads lies inside its buffer (the kernels check
+    the same bound before they start).
+    """
+
+    def __init__(self, geom, vl):
+        g = geom
+        (sh, sw), (dh, dw) = g.stride, g.dilation
+        (pt, pb), (pl, pr) = g.pads
+        self.vl = vl
+        # forward / backward-weight: the padded, phase-split input plane
+        self.NR, self.NV = _block_shape(g.OW, vl)
+        qmax = ((g.S - 1) * dw) // sw
+        self.Wq = max(-(-(g.W + pl + pr) // sw),
+                      _round_up(g.OW, self.NV * vl) + qmax)
+        self.rows = max(g.H + pt + pb,
+                        (_round_up(g.OH, self.NR) - 1) * sh + (g.R - 1) * dh + 1)
+        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
+        cols = (s * dw).ravel()
+        self.tap_off = (((cols % sw) * self.rows + (r * dh).ravel()) * self.Wq
+                        + cols // sw).astype(np.int64)
+        self.Dq = _round_up(g.OW, vl)
+        self.forward_scratch = sw * self.rows * self.Wq
+        self.weight_scratch = self.forward_scratch + g.OH * self.Dq
+        # backward-data: the spread-out gradient planes, correlated with the flipped filter
+        self.NR_bd, self.NV_bd = _block_shape(g.W, vl)
+        self.base_h = pt - (g.R - 1) * dh
+        self.base_w = pl - (g.S - 1) * dw
+        self.Wb = _round_up(g.W, self.NV_bd * vl) + (g.S - 1) * dw
+        self.rows_bd = _round_up(g.H, self.NR_bd) + (g.R - 1) * dh
+        plane = self.rows_bd * self.Wb
+        m = np.arange(g.Kg)[:, None]
+        self.tap_off_bd = (m * plane + ((r * dh) * self.Wb + s * dw).ravel()[None, :]
+                           ).ravel().astype(np.int64)
+        self.backward_data_scratch = g.Kg * plane
+
+    @staticmethod
+    def flipped(w, geom):
+        """(C, mult*R*S): each input channel's filters rotated by 180 degrees."""
+        g = geom
+        return np.ascontiguousarray(
+            w[:, 0, ::-1, ::-1].reshape(g.C, g.Kg * g.R * g.S))
+
+
 def _memory_layout(array_nchw):
     """"NHWC" when a logical NCHW view is a C-contiguous NHWC array, "NCHW" when it is a
     C-contiguous NCHW one, else None (the kernels then get a contiguous copy)."""
@@ -63,6 +124,7 @@ class DepthwiseConvolution(Algorithm):
         g = geom
         self._args = (g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pads[0][0],
                       g.pads[1][0])
+        self._nchw = _NchwLayout(g, kernels.VECTOR_LENGTH[g.dtype.name])
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -77,15 +139,16 @@ class DepthwiseConvolution(Algorithm):
     def _scratch(self, size, nthreads):
         return np.empty((nthreads, max(1, size)), self.geom.dtype)
 
-    def _run_nchw(self, run, src, w, dst, bias, alpha, beta, scratch, nthreads):
+    def _run_nchw(self, run, src, w, dst, bias, alpha, beta, tap_off, layout, scratch,
+                  nthreads):
         """An NCHW kernel from a contiguous copy of ``src`` (when it is not one) into ``dst``,
         or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy)."""
         src = np.ascontiguousarray(src)
         if dst.flags.c_contiguous:
-            run(src, w, dst, bias, *self._args, alpha, beta, scratch, nthreads)
+            run(src, w, dst, bias, tap_off, *layout, alpha, beta, scratch, nthreads)
             return
         tmp = np.empty(dst.shape, self.geom.dtype)
-        run(src, w, tmp, bias, *self._args, 1.0, 0.0, scratch, nthreads)
+        run(src, w, tmp, bias, tap_off, *layout, 1.0, 0.0, scratch, nthreads)
         dst[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * dst
 
     # -- passes ----------------------------------------------------------------------------
@@ -96,32 +159,40 @@ class DepthwiseConvolution(Algorithm):
 
     def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (logical NCHW views)."""
-        g = self.geom
-        if not np.isfinite(w).all():
-            DirectConvolution.for_geometry(g).forward(x, w, bias, y, alpha, beta, nthreads)
-            return
+        g, lay = self.geom, self._nchw
         b = NO_BIAS[g.dtype] if bias is None else bias
         if self._nhwc(x, y):
+            if not np.isfinite(w).all():  # no padding materialised: 0 * Inf must give NaN
+                DirectConvolution.for_geometry(g).forward(x, w, bias, y, alpha, beta, nthreads)
+                return
             kernels.forward_nhwc(x.transpose(0, 2, 3, 1), self._tap_major_weight(w),
                                  y.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                  self._scratch(g.C, nthreads), nthreads)
             return
-        scratch = self._scratch(kernels.forward_scratch_size(g.H, g.W, g.OW, g.stride[1]),
-                                nthreads)
-        self._run_nchw(kernels.forward_nchw, x, w, y, b, alpha, beta, scratch, nthreads)
+        self._run_nchw(kernels.forward_nchw, x, w.reshape(g.K, -1), y, b, alpha, beta,
+                       lay.tap_off, (g.stride[0], g.stride[1], g.pads[0][0], g.pads[1][0],
+                                     lay.rows, lay.Wq, lay.NR, lay.NV),
+                       self._scratch(lay.forward_scratch, nthreads), nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
-        g = self.geom
+        g, lay = self.geom, self._nchw
         b = NO_BIAS[g.dtype] if bias is None else bias
         if self._nhwc(dy, dx):
             kernels.backward_data_nhwc(dy.transpose(0, 2, 3, 1), self._tap_major_weight(w),
                                        dx.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                        self._scratch(g.C, nthreads), nthreads)
             return
-        scratch = self._scratch(kernels.backward_data_scratch_size(g.W, g.stride[1]), nthreads)
-        self._run_nchw(kernels.backward_data_nchw, dy, w, dx, b, alpha, beta, scratch,
-                       nthreads)
+        if not np.isfinite(w).all():
+            # the spread-out gradient holds zeros where no output exists: 0 * Inf would
+            # put NaN where the definition (a scatter over existing outputs) has none
+            DirectConvolution.for_geometry(g).backward_data(dy, w, dx, alpha, beta, nthreads,
+                                                            bias=bias)
+            return
+        self._run_nchw(kernels.backward_data_nchw, dy, lay.flipped(w, g), dx, b, alpha, beta,
+                       lay.tap_off_bd, (g.stride[0], g.stride[1], lay.base_h, lay.base_w,
+                                        lay.rows_bd, lay.Wb, lay.NR_bd, lay.NV_bd),
+                       self._scratch(lay.backward_data_scratch, nthreads), nthreads)
 
     def _weight_splits(self):
         g = self.geom
@@ -147,29 +218,28 @@ class DepthwiseConvolution(Algorithm):
             total = partial.sum(axis=0)  # the splits in a fixed order
             grad = total.transpose(0, 2, 1).reshape(blocks * block, RS)[:g.C]
             return np.ascontiguousarray(grad, g.dtype).reshape(g.K, 1, g.R, g.S)
+        lay = self._nchw
         grad = np.empty((g.K, RS), np.float64)
-        scratch = self._scratch(kernels.forward_scratch_size(g.H, g.W, 0, g.stride[1]),
-                                nthreads)
         kernels.backward_weight_nchw(np.ascontiguousarray(dy), np.ascontiguousarray(x), grad,
-                                     *self._args, g.R, g.S, scratch, nthreads)
+                                     lay.tap_off, g.stride[0], g.stride[1], g.pads[0][0],
+                                     g.pads[1][0], lay.rows, lay.Wq, lay.Dq,
+                                     self._scratch(lay.weight_scratch, nthreads), nthreads)
         return grad.astype(g.dtype).reshape(g.K, 1, g.R, g.S)
 
     def workspace_bytes(self, op, nthreads):
         """Scratch of one call in the geometry's own layout (contiguous operands)."""
-        g = self.geom
+        g, lay = self.geom, self._nchw
         item = g.dtype.itemsize
         nhwc = g.layout == "NHWC" and g.Kg == 1
         if op == "forward":
-            per_thread = g.C if nhwc else kernels.forward_scratch_size(g.H, g.W, g.OW,
-                                                                       g.stride[1])
-            return int(nthreads * max(1, per_thread) * item)
+            per_thread = g.C if nhwc else lay.forward_scratch
+            return int(nthreads * per_thread * item)
         if op == "backward_data":
-            per_thread = g.C if nhwc else kernels.backward_data_scratch_size(g.W, g.stride[1])
-            return int(nthreads * max(1, per_thread) * item + (g.K * g.R * g.S * item
-                                                                if nhwc else 0))
+            if nhwc:
+                return int((nthreads + g.R * g.S) * g.C * item)
+            return int(nthreads * lay.backward_data_scratch * item + g.K * g.R * g.S * item)
         if nhwc:
             blocks = -(-g.C // kernels.CHANNEL_BLOCK)
             return int(self._weight_splits() * blocks * g.R * g.S * kernels.CHANNEL_BLOCK
                        * item)
-        per_thread = kernels.forward_scratch_size(g.H, g.W, 0, g.stride[1])
-        return int(nthreads * max(1, per_thread) * item + g.K * g.R * g.S * 8)
+        return int(nthreads * lay.weight_scratch * item + g.K * g.R * g.S * 8)
