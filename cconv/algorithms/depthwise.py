@@ -28,8 +28,8 @@ from .._simd import depthwise as kernels
 from .base import Algorithm
 from .direct import NO_BIAS, DirectConvolution
 
-# Backward-weight NHWC: split the batch until about this many (split, channel block) jobs
-# exist; the split depends on the shape only (deterministic results).
+# Backward-weight NHWC: split the batch's output rows into this many jobs (fewer when there
+# are fewer rows); the split depends on the shape only (deterministic results).
 TARGET_WEIGHT_JOBS = 32
 
 
@@ -136,6 +136,10 @@ class DepthwiseConvolution(Algorithm):
         """(K, 1, R, S) -> (R, S, K) contiguous, the NHWC kernels' weight."""
         return np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
 
+    def _tap_lists(self, nthreads):
+        """Per-thread lists of (tap, pixel) pairs for the NHWC kernels."""
+        return np.empty((nthreads, 2 * self.geom.R * self.geom.S), np.int64)
+
     def _scratch(self, size, nthreads):
         return np.empty((nthreads, max(1, size)), self.geom.dtype)
 
@@ -167,7 +171,7 @@ class DepthwiseConvolution(Algorithm):
                 return
             kernels.forward_nhwc(x.transpose(0, 2, 3, 1), self._tap_major_weight(w),
                                  y.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
-                                 self._scratch(g.C, nthreads), nthreads)
+                                 self._tap_lists(nthreads), nthreads)
             return
         self._run_nchw(kernels.forward_nchw, x, w.reshape(g.K, -1), y, b, alpha, beta,
                        lay.tap_off, (g.stride[0], g.stride[1], g.pads[0][0], g.pads[1][0],
@@ -181,7 +185,7 @@ class DepthwiseConvolution(Algorithm):
         if self._nhwc(dy, dx):
             kernels.backward_data_nhwc(dy.transpose(0, 2, 3, 1), self._tap_major_weight(w),
                                        dx.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
-                                       self._scratch(g.C, nthreads), nthreads)
+                                       self._tap_lists(nthreads), nthreads)
             return
         if not np.isfinite(w).all():
             # the spread-out gradient holds zeros where no output exists: 0 * Inf would
@@ -196,8 +200,7 @@ class DepthwiseConvolution(Algorithm):
 
     def _weight_splits(self):
         g = self.geom
-        blocks = -(-g.C // kernels.CHANNEL_BLOCK)
-        return max(1, min(g.N, -(-TARGET_WEIGHT_JOBS // blocks)))
+        return max(1, min(g.N * g.OH, TARGET_WEIGHT_JOBS))
 
     def backward_weight(self, dy, x, nthreads):
         """The weight gradient as a new contiguous (K, 1, R, S) array."""
@@ -210,14 +213,11 @@ class DepthwiseConvolution(Algorithm):
         g = self.geom
         RS = g.R * g.S
         if self._nhwc(dy, x):
-            block = kernels.CHANNEL_BLOCK
-            blocks = -(-g.C // block)
-            partial = np.empty((self._weight_splits(), blocks, RS, block), g.dtype)
+            partial = np.empty((self._weight_splits(), RS, g.C), g.dtype)
             kernels.backward_weight_nhwc(dy.transpose(0, 2, 3, 1), x.transpose(0, 2, 3, 1),
                                          partial, *self._args, g.R, g.S, nthreads)
             total = partial.sum(axis=0)  # the splits in a fixed order
-            grad = total.transpose(0, 2, 1).reshape(blocks * block, RS)[:g.C]
-            return np.ascontiguousarray(grad, g.dtype).reshape(g.K, 1, g.R, g.S)
+            return np.ascontiguousarray(total.T, g.dtype).reshape(g.K, 1, g.R, g.S)
         lay = self._nchw
         grad = np.empty((g.K, RS), np.float64)
         kernels.backward_weight_nchw(np.ascontiguousarray(dy), np.ascontiguousarray(x), grad,
@@ -231,15 +231,13 @@ class DepthwiseConvolution(Algorithm):
         g, lay = self.geom, self._nchw
         item = g.dtype.itemsize
         nhwc = g.layout == "NHWC" and g.Kg == 1
+        taps = 2 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) list per thread
         if op == "forward":
-            per_thread = g.C if nhwc else lay.forward_scratch
-            return int(nthreads * per_thread * item)
+            return int(nthreads * (taps if nhwc else lay.forward_scratch * item))
         if op == "backward_data":
             if nhwc:
-                return int((nthreads + g.R * g.S) * g.C * item)
+                return int(nthreads * taps + g.R * g.S * g.C * item)
             return int(nthreads * lay.backward_data_scratch * item + g.K * g.R * g.S * item)
         if nhwc:
-            blocks = -(-g.C // kernels.CHANNEL_BLOCK)
-            return int(self._weight_splits() * blocks * g.R * g.S * kernels.CHANNEL_BLOCK
-                       * item)
+            return int(self._weight_splits() * g.R * g.S * g.C * item)
         return int(nthreads * lay.weight_scratch * item + g.K * g.R * g.S * 8)
