@@ -5,6 +5,7 @@ import json
 import sys
 
 from . import _config
+from ._geometry import COMPUTE_DTYPES
 from .benchmark import (
     format_layer_table,
     format_markdown,
@@ -64,7 +65,7 @@ def _add_bench_arguments(parser):
                         help="keep timing rounds (beyond --repeats, at most 200) until each "
                              "contender has run this long (default 0.5; 0 for exactly "
                              "--repeats)")
-    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32",
+    parser.add_argument("--dtype", choices=[d.name for d in COMPUTE_DTYPES], default="float32",
                         help="data type (default float32)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: N=1 and at most 2 repeats")

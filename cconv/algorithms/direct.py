@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._geometry import COMPUTE_DTYPES
 from .._kernels import _layout
 from .._simd import tiles
 from . import direct_schedule
 from .base import Algorithm, TransformedWeight
 
 # The kernels take a bias memoryview even without a bias: an empty one means none.
-NO_BIAS = {np.dtype(np.float32): np.zeros(0, np.float32),
-           np.dtype(np.float64): np.zeros(0, np.float64)}
+NO_BIAS = {dtype: np.zeros(0, dtype) for dtype in COMPUTE_DTYPES}
 
 
 class DirectConvolution(Algorithm):

@@ -34,13 +34,15 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _workspace
+from .._geometry import COMPUTE_DTYPES
 from .._kernels import _layout
 from .._simd import winograd as kernels
 from . import winograd_schedule as schedule
 from .base import Algorithm, TransformedWeight
 from .direct import NO_BIAS, DirectConvolution
 
-_CTYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+# The kernels' function suffix per compute dtype (their C type).
+_CTYPE = dict(zip(COMPUTE_DTYPES, ("float", "double")))
 
 
 def pack_input(problem, x, nthreads, ws):

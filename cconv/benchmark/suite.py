@@ -6,6 +6,7 @@ import numpy as np
 
 import cconv
 
+from .._geometry import COMPUTE_DTYPES
 from . import environment
 from .contenders import (
     cconv_call,
@@ -186,7 +187,7 @@ def run_suite(
         For an invalid argument, before anything is timed.
     """
     dtype = np.dtype(dtype).name
-    if dtype not in ("float32", "float64"):
+    if dtype not in [d.name for d in COMPUTE_DTYPES]:
         raise ValueError(f"dtype: expected float32 or float64, got {dtype!r}")
     if layers is not None and not isinstance(layers, str) and all(
             isinstance(layer, Layer) for layer in layers):
