@@ -82,6 +82,22 @@ DEPTHWISE_MEASUREMENTS = (
 )
 
 
+# GEMM (NumPy's BLAS) / direct time ratios on unpadded 1x1 layers, float32, NCHW, 8x56x56,
+# minimum and median of 15 interleaved calls in a process without PyTorch, on a 2-core
+# AVX-512 VM (AMD EPYC Zen 4, OpenBLAS SkylakeX kernels).  Columns: C -> K, threads, pass,
+# (min ratio, median ratio).
+GEMM_MEASUREMENTS = (
+    ("64->256", 1, "forward", (1.44, 1.33)), ("64->256", 2, "forward", (1.19, 1.31)),
+    ("64->256", 1, "backward_data", (1.63, 1.73)), ("64->256", 2, "backward_data", (2.40, 2.19)),
+    ("64->256", 1, "backward_weight", (1.52, 1.57)),
+    ("64->256", 2, "backward_weight", (1.41, 0.89)),
+    ("256->64", 1, "forward", (1.53, 1.52)), ("256->64", 2, "forward", (2.06, 1.57)),
+    ("256->64", 1, "backward_data", (1.18, 1.09)), ("256->64", 2, "backward_data", (1.10, 1.00)),
+    ("256->64", 1, "backward_weight", (1.07, 1.16)),
+    ("256->64", 2, "backward_weight", (1.15, 0.72)),
+)
+
+
 def check_algo(algo):
     """Validate the ``algo`` keyword."""
     choices = ("auto", "find") + ALGORITHMS
@@ -105,10 +121,16 @@ def heuristic(geom, op):
     filter banks over one-channel images): they measured 1.2-8.7x the direct algorithm on
     every pass of the layers timed, except one run of the NCHW stride-2 weight gradient at
     0.83x, which a later run put at 1.3-1.4x (:data:`DEPTHWISE_MEASUREMENTS`).
+
+    GEMM (NumPy's BLAS) for unpadded 1x1 layers, forward and backward-data: 1.0-2.4x the
+    direct kernel; not backward-weight, where 2 threads measured 0.72-0.89x by the median
+    (:data:`GEMM_MEASUREMENTS`).
     """
     candidates = usable(geom, op)
     if "depthwise" in candidates:
         return "depthwise"
+    if "gemm" in candidates and op != "backward_weight":
+        return "gemm"
     if "winograd" in candidates:
         channels, pixels = min(geom.Cg, geom.Kg), geom.OH * geom.OW
         if op == "backward_weight":

@@ -1,4 +1,5 @@
-"""The GEMM path (algo="gemm"): 1x1, stride-1, unpadded convolutions, against the reference."""
+"""The GEMM algorithm (algo="gemm"): unpadded 1x1 convolutions (any stride, groups, layout)
+on NumPy's BLAS, against the reference."""
 
 import numpy as np
 import pytest
@@ -21,7 +22,9 @@ def gemm_cases(draw):
     n, h, w = draw(st.integers(1, 3)), draw(st.integers(1, 9)), draw(st.integers(1, 9))
     dtype = draw(st.sampled_from([np.float32, np.float64]))
     layout = draw(st.sampled_from(["NCHW", "NHWC"]))
-    return n, groups * cg, h, w, groups * kg, groups, dtype, layout, draw(st.integers(0, 2**31))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    return (n, groups * cg, h, w, groups * kg, groups, dtype, layout, stride,
+            draw(st.integers(0, 2**31)))
 
 
 def _to(layout, a):
@@ -30,19 +33,45 @@ def _to(layout, a):
 
 @given(gemm_cases())
 def test_gemm_matches_reference_on_all_passes(case):
-    n, c, h, w, k, groups, dtype, layout, seed = case
+    n, c, h, w, k, groups, dtype, layout, stride, seed = case
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
     wt = rng.standard_normal((k, c // groups, 1, 1)).astype(dtype)
     b = rng.standard_normal(k).astype(dtype)
-    gy = rng.standard_normal((n, k, h, w)).astype(dtype)
-    kw = dict(groups=groups, layout=layout, algo="gemm")
-    _close(cconv.conv2d(_to(layout, x), wt, b, **kw),
-           _to(layout, ref_conv2d(x, wt, b, groups=groups)), dtype)
+    ref = ref_conv2d(x, wt, b, stride=stride, groups=groups)
+    gy = rng.standard_normal(ref.shape).astype(dtype)
+    kw = dict(groups=groups, layout=layout, stride=stride, algo="gemm")
+    rkw = dict(groups=groups, stride=stride)
+    _close(cconv.conv2d(_to(layout, x), wt, b, **kw), _to(layout, ref), dtype)
     _close(cconv.conv2d_backward_data(_to(layout, gy), wt, _to(layout, x).shape, **kw),
-           _to(layout, ref_backward_data(gy, wt, x.shape, groups=groups)), dtype)
+           _to(layout, ref_backward_data(gy, wt, x.shape, **rkw)), dtype)
     _close(cconv.conv2d_backward_weight(_to(layout, gy), _to(layout, x), wt.shape, **kw),
-           ref_backward_weight(gy, x, wt.shape, groups=groups), dtype)
+           ref_backward_weight(gy, x, wt.shape, **rkw), dtype)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_gemm_bitwise_identical_on_any_thread_count(layout):
+    rng = np.random.default_rng(3)
+    x = _to(layout, rng.standard_normal((3, 48, 20, 20)).astype(np.float32))
+    wt = rng.standard_normal((40, 48, 1, 1)).astype(np.float32)
+    gy = _to(layout, rng.standard_normal((3, 40, 20, 20)).astype(np.float32))
+    kw = dict(layout=layout, algo="gemm")
+    runs = [(cconv.conv2d(x, wt, num_threads=t, **kw),
+             cconv.conv2d_backward_data(gy, wt, x.shape, num_threads=t, **kw),
+             cconv.conv2d_backward_weight(gy, x, wt.shape, num_threads=t, **kw))
+            for t in (1, 2, 3)]
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a, b)
+
+
+def test_gemm_leaves_the_blas_thread_count_as_it_was():
+    from threadpoolctl import threadpool_info
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    x = np.ones((1, 8, 4, 4), np.float32)
+    cconv.conv2d(x, np.ones((4, 8, 1, 1), np.float32), algo="gemm", num_threads=1)
+    after = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    assert before == after
 
 
 @pytest.mark.parametrize("beta", [0.0, 1.5])
@@ -59,10 +88,22 @@ def test_gemm_out_alpha_beta_in_place(beta):
     _close(out, 0.5 * ref_conv2d(x, wt) + beta * old, np.float32)
 
 
-@pytest.mark.parametrize("kw,reason", [(dict(padding=1), "padding"), (dict(stride=2), "stride")])
+@pytest.mark.parametrize("kw,reason", [(dict(padding=1), "padding")])
 def test_gemm_refuses_other_shapes(kw, reason):
     x = np.ones((1, 2, 6, 6), np.float32)
     with pytest.raises(ValueError, match=reason):
         cconv.conv2d(x, np.ones((3, 2, 1, 1), np.float32), algo="gemm", **kw)
     with pytest.raises(ValueError, match="1x1"):
         cconv.conv2d(x, np.ones((3, 2, 3, 3), np.float32), algo="gemm")
+
+
+def test_auto_uses_gemm_for_unpadded_1x1_forward_and_backward_data():
+    # _dispatch.GEMM_MEASUREMENTS: faster than direct there, not for the weight gradient
+    from cconv._geometry import make_geometry
+    for stride in (1, 2):
+        geom = make_geometry((2, 64, 14, 14), (32, 64, 1, 1), stride=stride)
+        assert cconv._dispatch.heuristic(geom, "forward") == "gemm"
+        assert cconv._dispatch.heuristic(geom, "backward_data") == "gemm"
+        assert cconv._dispatch.heuristic(geom, "backward_weight") == "direct"
+    padded = make_geometry((2, 64, 14, 14), (32, 64, 1, 1), padding=1)
+    assert cconv._dispatch.heuristic(padded, "forward") == "direct"
