@@ -122,14 +122,16 @@ def heuristic(geom, op):
     every pass of the layers timed, except one run of the NCHW stride-2 weight gradient at
     0.83x, which a later run put at 1.3-1.4x (:data:`DEPTHWISE_MEASUREMENTS`).
 
-    GEMM (NumPy's BLAS) for unpadded 1x1 layers, forward and backward-data: 1.0-2.4x the
-    direct kernel; not backward-weight, where 2 threads measured 0.72-0.89x by the median
-    (:data:`GEMM_MEASUREMENTS`).
+    GEMM (NumPy's BLAS) for unpadded 1x1 layers, every pass: 1.0-2.4x the direct kernel on
+    forward and backward-data, 1.07-1.57x on backward-weight at 1 thread but 0.72-0.89x by
+    the median at 2 (min 1.15-1.41x; :data:`GEMM_MEASUREMENTS`).  BLAS does not depend on
+    cconv's SIMD level: with the baseline kernels the direct weight gradient measured 2.4x
+    slower than GEMM, so GEMM is the choice that holds on every build.
     """
     candidates = usable(geom, op)
     if "depthwise" in candidates:
         return "depthwise"
-    if "gemm" in candidates and op != "backward_weight":
+    if "gemm" in candidates:
         return "gemm"
     if "winograd" in candidates:
         channels, pixels = min(geom.Cg, geom.Kg), geom.OH * geom.OW

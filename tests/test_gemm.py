@@ -97,13 +97,12 @@ def test_gemm_refuses_other_shapes(kw, reason):
         cconv.conv2d(x, np.ones((3, 2, 3, 3), np.float32), algo="gemm")
 
 
-def test_auto_uses_gemm_for_unpadded_1x1_forward_and_backward_data():
-    # _dispatch.GEMM_MEASUREMENTS: faster than direct there, not for the weight gradient
+def test_auto_uses_gemm_for_unpadded_1x1_layers():
+    # _dispatch.GEMM_MEASUREMENTS
     from cconv._geometry import make_geometry
     for stride in (1, 2):
         geom = make_geometry((2, 64, 14, 14), (32, 64, 1, 1), stride=stride)
-        assert cconv._dispatch.heuristic(geom, "forward") == "gemm"
-        assert cconv._dispatch.heuristic(geom, "backward_data") == "gemm"
-        assert cconv._dispatch.heuristic(geom, "backward_weight") == "direct"
+        for op in ("forward", "backward_data", "backward_weight"):
+            assert cconv._dispatch.heuristic(geom, op) == "gemm"
     padded = make_geometry((2, 64, 14, 14), (32, 64, 1, 1), padding=1)
     assert cconv._dispatch.heuristic(padded, "forward") == "direct"
