@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._threads import threads_for_work
+
 
 def nchw(array, layout):
     """A logical (N, C, H, W) view of an array in ``layout`` order (no copy)."""
@@ -87,6 +89,7 @@ def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared
     ``prepared`` (a ``TransformedWeight``) is used only when it was made by this algorithm
     for this geometry; otherwise the weight is transformed as usual."""
     g = impl.geom
+    nthreads = threads_for_work(g.flops, nthreads)
     xv = compute_view(x, g.dtype, g.layout)
     wv = weight_oihw(w, g.weight_layout, g.dtype)
     if prepared is not None and not prepared.serves(impl, g):
@@ -100,6 +103,7 @@ def backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype, bias=No
     """Backward-data of ``impl.geom`` (also transposed convolution's forward, with ``bias``
     and ``extra`` rows / cols its input lacks at the bottom / right)."""
     g = impl.geom
+    nthreads = threads_for_work(g.flops, nthreads)
     dyv = pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra)
     wv = weight_oihw(w, g.weight_layout, g.dtype)
     return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
@@ -110,6 +114,7 @@ def backward_weight(impl, dy, x, out, alpha, beta, nthreads, result_dtype, extra
     """Backward-weight of ``impl.geom``, in its ``weight_layout`` (``extra``: as
     :func:`backward_data`, applied to ``dy``, which is transposed convolution's input)."""
     g = impl.geom
+    nthreads = threads_for_work(g.flops, nthreads)
     if g.N == 0:
         grad = np.zeros((g.K, g.Cg, g.R, g.S), g.dtype)
     else:

@@ -161,3 +161,23 @@ def test_non_integer_groups_is_the_same_error_everywhere(groups):
         cconv.conv2d(x, w, groups=groups)
     with pytest.raises(TypeError, match="groups must be an int"):
         cconv.conv_transpose2d(x, w, groups=groups)
+
+
+def test_small_work_runs_on_one_thread(monkeypatch):
+    from cconv._threads import MIN_FLOPS_PER_THREAD
+    from cconv.algorithms.direct import DirectConvolution
+    seen = []
+    original = DirectConvolution.forward
+
+    def spy(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+        seen.append(nthreads)
+        return original(self, x, w, bias, y, alpha, beta, nthreads, prepared)
+
+    monkeypatch.setattr(DirectConvolution, "forward", spy)
+    w = np.ones((32, 32, 3, 3), np.float32)
+    small = np.ones((1, 32, 4, 4), np.float32)   # 0.6 MFLOP
+    big = np.ones((2, 32, 32, 32), np.float32)   # 38 MFLOP
+    assert 2 * 32 * 16 * 32 * 9 < MIN_FLOPS_PER_THREAD < 2 * 2 * 32 * 1024 * 32 * 9 // 3
+    for x in (small, big):
+        cconv.conv2d(x, w, padding=1, num_threads=3, algo="direct")
+    assert seen == [1, 3]
