@@ -83,19 +83,33 @@ def scaled_into(result, out, alpha, beta):
     return out
 
 
-def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared=None):
+def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared=None,
+            extra=(0, 0)):
     """Forward pass of ``impl.geom``: ``x`` and ``w`` in the geometry's layouts.
 
     ``prepared`` (a ``TransformedWeight``) is used only when it was made by this algorithm
-    for this geometry; otherwise the weight is transformed as usual."""
+    for this geometry; otherwise the weight is transformed as usual.  ``extra``: rows / cols
+    of the forward output beyond the result, cropped at the bottom / right (transposed
+    convolution's data gradient, whose input lacked them)."""
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
     xv = compute_view(x, g.dtype, g.layout)
     wv = weight_oihw(w, g.weight_layout, g.dtype)
     if prepared is not None and not prepared.serves(impl, g):
         prepared = None
-    return emit(lambda y, a, b: impl.forward(xv, wv, bias, y, a, b, nthreads, prepared),
-                g.output_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0)
+    rows, cols = g.OH - extra[0], g.OW - extra[1]
+
+    def compute(y, a, b):
+        if extra == (0, 0):
+            impl.forward(xv, wv, bias, y, a, b, nthreads, prepared)
+            return
+        full = np.empty((g.N, g.K, g.OH, g.OW), g.dtype)
+        impl.forward(xv, wv, bias, full, 1.0, 0.0, nthreads, prepared)
+        cropped = full[:, :, :rows, :cols]
+        y[...] = a * cropped + (b * y if b != 0 else 0)
+
+    shape = (g.N, g.K, rows, cols) if g.layout == "NCHW" else (g.N, rows, cols, g.K)
+    return emit(compute, shape, g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0)
 
 
 def backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype, bias=None,

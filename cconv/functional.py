@@ -248,9 +248,9 @@ def conv_transpose2d(x, weight, bias=None, *, stride=1, padding=0, output_paddin
     """
     xa, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
     geom, extra = make_transpose_geometry(xa.shape, w.shape, dtype, stride=stride, padding=padding,
-                                      output_padding=output_padding, dilation=dilation,
-                                      groups=groups, layout=layout, weight_layout=weight_layout,
-                                      output_shape=output_shape)
+                                          output_padding=output_padding, dilation=dilation,
+                                          groups=groups, layout=layout, weight_layout=weight_layout,
+                                          output_shape=output_shape)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
     b = check_bias(bias, geom.C, dtype)
@@ -284,30 +284,18 @@ def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, p
     """
     dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
     geom, extra = make_transpose_geometry(check_shape4(input_shape, "input_shape"), w.shape, dtype,
-                                      stride=stride, padding=padding,
-                                      output_padding=output_padding, dilation=dilation,
-                                      groups=groups, layout=layout, weight_layout=weight_layout,
-                                      output_shape=output_shape)
+                                          stride=stride, padding=padding,
+                                          output_padding=output_padding, dilation=dilation,
+                                          groups=groups, layout=layout, weight_layout=weight_layout,
+                                          output_shape=output_shape)
     check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
-    shape = check_shape4(input_shape, "input_shape")
-    out = check_out(out, shape, result_dtype)
+    out = check_out(out, check_shape4(input_shape, "input_shape"), result_dtype)
     impl = _dispatch.select(geom, "forward", algo, nthreads)
-    dyv = _execute.compute_view(dy, dtype, layout)
-    wv = _execute.weight_oihw(w, weight_layout, dtype)
-
-    def compute(y, a, bt):
-        if extra == (0, 0):
-            impl.forward(dyv, wv, None, y, a, bt, nthreads)
-        else:  # the forward conv yields extra rows/cols that x never had
-            full = np.empty((geom.N, geom.K, geom.OH, geom.OW), dtype)
-            impl.forward(dyv, wv, None, full, 1.0, 0.0, nthreads)
-            cropped = full[:, :, :y.shape[2], :y.shape[3]]
-            y[...] = a * cropped + (bt * y if bt != 0 else 0)
-
-    return _execute.emit(compute, shape, layout, dtype, result_dtype, out, alpha, beta,
-                         geom.N == 0)
+    # the forward convolution yields `extra` rows / cols that x never had: cropped
+    return _execute.forward(impl, dy, w, None, out, alpha, beta, nthreads, result_dtype,
+                            extra=extra)
 
 
 def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0,
@@ -334,10 +322,10 @@ def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, pad
     """
     dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
     geom, extra = make_transpose_geometry(xa.shape, check_shape4(weight_shape, "weight_shape"),
-                                      dtype, stride=stride, padding=padding,
-                                      output_padding=output_padding, dilation=dilation,
-                                      groups=groups, layout=layout, weight_layout=weight_layout,
-                                      output_shape=output_shape)
+                                          dtype, stride=stride, padding=padding,
+                                          output_padding=output_padding, dilation=dilation,
+                                          groups=groups, layout=layout, weight_layout=weight_layout,
+                                          output_shape=output_shape)
     check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)

@@ -130,6 +130,16 @@ class Algorithm:
         raise NotImplementedError
 
 
+def memory_layout(array_nchw):
+    """"NCHW" when a logical (N, C, H, W) view is a C-contiguous NCHW array, "NHWC" when it is
+    a C-contiguous NHWC one (checked second: a 1x1 image is both), else None."""
+    if array_nchw.flags.c_contiguous:
+        return "NCHW"
+    if array_nchw.transpose(0, 2, 3, 1).flags.c_contiguous:
+        return "NHWC"
+    return None
+
+
 @functools.lru_cache(maxsize=256)
 def _instance(cls, geom):
     return cls(geom)

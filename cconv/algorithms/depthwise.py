@@ -5,18 +5,24 @@ traffic, and the channel-blocked register tiles of the direct algorithm (built f
 channel reductions) spend their time packing and unpacking.  These kernels read the
 activations in place instead, in the layout they come in:
 
-* NCHW (or any other memory order, after one contiguous copy): a job is one image plane;
-  taps add shifted input rows to a row accumulator, strided layers read phase-split rows.
-* NHWC with channel multiplier 1: a job is one output row, every tap a multiply-add over the
-  contiguous channels.
+* NCHW (or any other memory order, after one contiguous copy): a job is one image plane,
+  copied with its zero padding into a per-thread buffer (split into column phases for a
+  stride), then computed in blocks of four vector accumulators held in registers across
+  the taps.  Backward-data correlates the gradient, spread out by the stride, with the
+  flipped filter; backward-weight takes dot products of gradient rows with buffer rows.
+* NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
+  registers across a pixel's taps; no padding is materialised.
 
 Every output element is summed by one thread in a fixed order, and the weight gradient is
 split over the batch by shape only, so results do not depend on the thread count.
 
-NaN and Inf: no padding is materialised, but by definition (and in PyTorch) an infinite
-weight or gradient meeting the zero padding gives ``0 * Inf = NaN``.  A forward call with a
-non-finite weight, and a weight gradient that comes out non-finite, are therefore computed
-by the direct algorithm, which multiplies the padding like the definition does.
+NaN and Inf: by definition (and in PyTorch) an infinite weight or gradient meeting the zero
+padding gives ``0 * Inf = NaN``, and no such product exists where no output reaches an
+input.  The NCHW forward and weight gradient multiply materialised padding, as the
+definition does.  The paths that would differ go to the direct algorithm: an NHWC forward
+with a non-finite weight (no padding there), an NCHW backward-data with one (the spread-out
+gradient holds zeros where no output exists), and a weight gradient that comes out
+non-finite (its lanes past the last output column multiply zeros by neighbouring pixels).
 Kernels: ``cconv/_kernels/_depthwise.pyx.tp``.
 """
 
@@ -25,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._simd import depthwise as kernels
-from .base import Algorithm
+from .base import Algorithm, memory_layout
 from .direct import NO_BIAS, DirectConvolution
 
 # Backward-weight NHWC: split the batch's output rows into this many jobs (fewer when there
@@ -94,16 +100,6 @@ class _NchwLayout:
             w[:, 0, ::-1, ::-1].reshape(g.C, g.Kg * g.R * g.S))
 
 
-def _memory_layout(array_nchw):
-    """"NHWC" when a logical NCHW view is a C-contiguous NHWC array, "NCHW" when it is a
-    C-contiguous NCHW one, else None (the kernels then get a contiguous copy)."""
-    if array_nchw.flags.c_contiguous:
-        return "NCHW"
-    if array_nchw.transpose(0, 2, 3, 1).flags.c_contiguous:
-        return "NHWC"
-    return None
-
-
 class DepthwiseConvolution(Algorithm):
     """Depthwise convolution of one geometry: ``groups == C`` (a one-channel input counts),
     any multiplier, stride, dilation and padding, NCHW or NHWC."""
@@ -130,7 +126,7 @@ class DepthwiseConvolution(Algorithm):
 
     def _nhwc(self, *arrays):
         """True when the channel-vector kernels apply: multiplier 1 and NHWC memory."""
-        return self.geom.Kg == 1 and all(_memory_layout(a) == "NHWC" for a in arrays)
+        return self.geom.Kg == 1 and all(memory_layout(a) == "NHWC" for a in arrays)
 
     def _tap_major_weight(self, w):
         """(K, 1, R, S) -> (R, S, K) contiguous, the NHWC kernels' weight."""

@@ -15,7 +15,7 @@ from .._geometry import COMPUTE_DTYPES
 from .._kernels import _layout
 from .._simd import tiles
 from . import direct_schedule
-from .base import Algorithm, TransformedWeight
+from .base import Algorithm, TransformedWeight, memory_layout
 
 # The kernels take a bias memoryview even without a bias: an empty one means none.
 NO_BIAS = {dtype: np.zeros(0, dtype) for dtype in COMPUTE_DTYPES}
@@ -51,11 +51,7 @@ class DirectConvolution(Algorithm):
         NCHW or NHWC array of the compute dtype; else through a blocked buffer + unpack."""
         if y.dtype != self.geom.dtype:
             return "blocked"
-        if y.flags.c_contiguous:
-            return "NCHW"
-        if y.transpose(0, 2, 3, 1).flags.c_contiguous:
-            return "NHWC"
-        return "blocked"
+        return memory_layout(y) or "blocked"
 
     def _run_into(self, p, target, A, B, y, bias, alpha, beta, nthreads):
         """Run a pass's jobs straight into ``y`` (target NCHW / NHWC)."""

@@ -21,18 +21,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _blas
-from .base import Algorithm
+from .base import Algorithm, memory_layout
 
 # Pixels per piece of the NHWC weight-gradient reduction (at most 64 pieces): each piece is
 # one single-threaded BLAS product; the pieces are fixed by the shape and added in order.
 WEIGHT_CHUNK_PIXELS = 4096
-
-
-def _memory(array_nchw):
-    """"NHWC" when a logical NCHW view is a C-contiguous NHWC array, else "NCHW"."""
-    if not array_nchw.flags.c_contiguous and array_nchw.transpose(0, 2, 3, 1).flags.c_contiguous:
-        return "NHWC"
-    return "NCHW"
 
 
 def _epilogue(result, dst, bias, alpha, beta):
@@ -74,7 +67,7 @@ class GemmConvolution(Algorithm):
             return x
         sh, sw = self.geom.stride
         sub = x[:, :, ::sh, ::sw]
-        if _memory(x) == "NHWC":
+        if memory_layout(x) == "NHWC":
             return np.ascontiguousarray(sub.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
         return np.ascontiguousarray(sub)
 
@@ -92,7 +85,7 @@ class GemmConvolution(Algorithm):
         rows_in, rows_out = wg.shape[2], wg.shape[1]
         n, _, h, wd = src.shape
         with _blas.threads(nthreads):
-            if _memory(src) == "NHWC":
+            if memory_layout(src) == "NHWC":
                 flat = src.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_in)
                 out = np.empty((n * h * wd, g.groups * rows_out), g.dtype)
                 for grp in range(g.groups):  # (P, in) @ (in, out), BLAS on strided views
@@ -129,7 +122,7 @@ class GemmConvolution(Algorithm):
         g = self.geom
         xs = self._pixels(x)
         n, _, h, wd = dy.shape
-        if _memory(dy) == "NHWC" and _memory(xs) == "NHWC":
+        if memory_layout(dy) == "NHWC" and memory_layout(xs) == "NHWC":
             a = dy.transpose(0, 2, 3, 1).reshape(-1, g.K)
             b = xs.transpose(0, 2, 3, 1).reshape(-1, g.C)
             step = max(WEIGHT_CHUNK_PIXELS, -(-a.shape[0] // 64))
