@@ -89,6 +89,13 @@ def _templated_modules():
     return sorted(path.name[:-len(".pyx.tp")] for path in KERNELS.glob("*.pyx.tp"))
 
 
+def _plain_modules(variants):
+    """Stems of the hand-written ``.pyx`` modules other than ``_runtime`` (not generated)."""
+    generated = {f"{stem}_{level}" for stem in _templated_modules() for level in variants}
+    return sorted(path.stem for path in KERNELS.glob("*.pyx")
+                  if path.stem not in generated and path.stem != "_runtime")
+
+
 def _render_templates(variants):
     """Render every ``<name>.<ext>.tp`` of the kernels to ``<name>_<level>.<ext>`` per level.
 
@@ -126,9 +133,12 @@ def _extensions():
         Extension("cconv._kernels._runtime", [f"{KERNELS_REL}/_runtime.pyx"],
                   extra_compile_args=base_flags + omp_compile
                   + [f'-DCCONV_BUILD_FLAGS="{build_flags}"'], **common),
-        Extension("cconv._kernels._layout", [f"{KERNELS_REL}/_layout.pyx"],
-                  extra_compile_args=base_flags + omp_compile, **common),
     ]
+    # Every other hand-written module (``_layout.pyx``, ``_boundary.pyx``, ...) is built once,
+    # for the baseline ISA: they move memory, which SIMD levels do not change.
+    for stem in _plain_modules(variants):
+        exts.append(Extension(f"cconv._kernels.{stem}", [f"{KERNELS_REL}/{stem}.pyx"],
+                              extra_compile_args=base_flags + omp_compile, **common))
     for stem in _templated_modules():
         for name, spec in variants.items():
             exts.append(Extension(
@@ -145,8 +155,11 @@ def _nthreads():
 setup(
     ext_modules=cythonize(
         _extensions(),
+        # freethreading_compatible: the kernels keep no module state; the Python-level state
+        # they serve (thread settings, Find cache, workspace pool) is guarded by locks.
         compiler_directives=dict(language_level=3, boundscheck=False, wraparound=False,
-                                 cdivision=True, initializedcheck=False),
+                                 cdivision=True, initializedcheck=False,
+                                 freethreading_compatible=True),
         nthreads=_nthreads() if shutil.which("cc") else 0,
     ),
 )
