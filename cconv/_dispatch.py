@@ -128,6 +128,7 @@ def heuristic(geom, op):
     cconv's SIMD level: with the baseline kernels the direct weight gradient measured 2.4x
     slower than GEMM, so GEMM is the choice that holds on every build.
     """
+    geom = geom.kernel_geometry  # what the algorithms run (padding modes pad beforehand)
     candidates = usable(geom, op)
     if "depthwise" in candidates:
         return "depthwise"
@@ -148,6 +149,7 @@ def heuristic(geom, op):
 def select(geom, op, algo, num_threads):
     """Resolve ``algo`` ("auto", "find" or a name) to an algorithm instance for ``op``."""
     check_algo(algo)
+    geom = geom.kernel_geometry
     if algo == "auto":
         algo = heuristic(geom, op)
     elif algo == "find":
@@ -177,6 +179,7 @@ def time_algorithms(geom, op, num_threads, repeats=3):
     """
     if op not in OPS:
         raise ValueError(f"op must be one of {OPS}, got {op!r}")
+    geom = geom.kernel_geometry
     x, w, y = _random_operands(geom, np.random.default_rng(0))
     results = []
     for algo in usable(geom, op):

@@ -19,6 +19,11 @@ def nchw(array, layout):
     return array if layout == "NCHW" else array.transpose(0, 3, 1, 2)
 
 
+def in_layout(array_nchw, layout):
+    """The inverse of :func:`nchw`: a logical NCHW view back in ``layout`` order."""
+    return array_nchw if layout == "NCHW" else array_nchw.transpose(0, 2, 3, 1)
+
+
 def compute_view(value, dtype, layout):
     """``value`` in the compute dtype (no copy when it already is) as a logical NCHW view."""
     return nchw(np.asarray(value).astype(dtype, copy=False), layout)
@@ -84,15 +89,19 @@ def scaled_into(result, out, alpha, beta):
 
 
 def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared=None,
-            extra=(0, 0)):
+            extra=(0, 0), boundary=None):
     """Forward pass of ``impl.geom``: ``x`` and ``w`` in the geometry's layouts.
 
     ``prepared`` (a ``TransformedWeight``) is used only when it was made by this algorithm
     for this geometry; otherwise the weight is transformed as usual.  ``extra``: rows / cols
     of the forward output beyond the result, cropped at the bottom / right (transposed
-    convolution's data gradient, whose input lacked them)."""
+    convolution's data gradient, whose input lacked them).  ``boundary``: the
+    ``cconv._boundary.Boundary`` of a padding mode, which pads ``x`` to ``impl.geom``'s
+    input first."""
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
+    if boundary is not None and g.N:
+        x = boundary.pad(x, nthreads)
     xv = compute_view(x, g.dtype, g.layout)
     wv = weight_oihw(w, g.weight_layout, g.dtype)
     if prepared is not None and not prepared.serves(impl, g):
@@ -113,22 +122,47 @@ def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared
 
 
 def backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype, bias=None,
-                  extra=(0, 0)):
+                  extra=(0, 0), boundary=None):
     """Backward-data of ``impl.geom`` (also transposed convolution's forward, with ``bias``
-    and ``extra`` rows / cols its input lacks at the bottom / right)."""
+    and ``extra`` rows / cols its input lacks at the bottom / right).  ``boundary``: the
+    ``Boundary`` of a padding mode; the gradient of ``impl.geom``'s (padded) input is then
+    folded onto the pixels the padding copied, giving the gradient of ``boundary.geom``'s."""
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
     dyv = pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra)
     wv = weight_oihw(w, g.weight_layout, g.dtype)
-    return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
-                g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0)
+    if boundary is None:
+        return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
+                    g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,
+                    g.N == 0)
+
+    def folded(dx, a, b):
+        padded = np.empty(g.input_shape(), g.dtype)
+        impl.backward_data(dyv, wv, nchw(padded, g.layout), 1.0, 0.0, nthreads)
+        target = in_layout(dx, g.layout)
+        scratch = target if target.flags.c_contiguous else np.empty(target.shape, g.dtype)
+        if scratch is not target and b != 0:
+            scratch[...] = target
+        boundary.fold(padded, scratch, a, b, nthreads)
+        if bias is not None:
+            scratch += a * (bias if g.layout == "NHWC" else bias[:, None, None])
+        if scratch is not target:
+            target[...] = scratch
+
+    outer = boundary.geom
+    return emit(folded, outer.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,
+                g.N == 0)
 
 
-def backward_weight(impl, dy, x, out, alpha, beta, nthreads, result_dtype, extra=(0, 0)):
+def backward_weight(impl, dy, x, out, alpha, beta, nthreads, result_dtype, extra=(0, 0),
+                    boundary=None):
     """Backward-weight of ``impl.geom``, in its ``weight_layout`` (``extra``: as
-    :func:`backward_data`, applied to ``dy``, which is transposed convolution's input)."""
+    :func:`backward_data`, applied to ``dy``, which is transposed convolution's input;
+    ``boundary``: as :func:`forward`, padding ``x``)."""
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
+    if boundary is not None and g.N:
+        x = boundary.pad(x, nthreads)
     if g.N == 0:
         grad = np.zeros((g.K, g.Cg, g.R, g.S), g.dtype)
     else:

@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 
-from . import _dispatch, _execute
+from . import _boundary, _dispatch, _execute
 from ._geometry import (as_float_array, check_bias, check_dtype, check_out, check_scalars,
                         compute_dtype, make_geometry)
 from ._threads import resolve_num_threads
@@ -59,7 +59,11 @@ class ConvPlan:
         if op not in _dispatch.OPS:
             raise ValueError(f"op must be one of {_dispatch.OPS}, got {op!r}")
         impl = implementation(self.geometry, self._algo(op))
-        return int(impl.workspace_bytes(op, resolve_num_threads(num_threads)))
+        padded = 0
+        if self.geometry.padding_mode != "zeros":  # the padded input (or its gradient)
+            k = self.geometry.kernel_geometry
+            padded = k.N * k.C * k.H * k.W * k.dtype.itemsize
+        return int(impl.workspace_bytes(op, resolve_num_threads(num_threads))) + padded
 
     def _array(self, name, value, shape, shape_name):
         array = as_float_array(value, name)
@@ -117,7 +121,8 @@ class ConvPlan:
                                       ("weight", weight, g.weight_shape(), "weight shape"),
                                       g.output_shape(), out, alpha, beta, num_threads)
         b = check_bias(bias, g.K, impl.geom.dtype)
-        return _execute.forward(impl, x, w, b, *call, prepared=transformed)
+        return _execute.forward(impl, x, w, b, *call, prepared=transformed,
+                                boundary=self._boundary(impl))
 
     def backward_data(self, grad_out, weight, out=None, *, alpha=1.0, beta=0.0,
                       num_threads=None):
@@ -129,7 +134,7 @@ class ConvPlan:
             "backward_data", ("grad_out", grad_out, g.output_shape(), "output shape"),
             ("weight", weight, g.weight_shape(), "weight shape"), g.input_shape(), out, alpha,
             beta, num_threads)
-        return _execute.backward_data(impl, dy, w, *call)
+        return _execute.backward_data(impl, dy, w, *call, boundary=self._boundary(impl))
 
     def backward_weight(self, grad_out, x, out=None, *, alpha=1.0, beta=0.0, num_threads=None):
         """:func:`cconv.conv2d_backward_weight` for this plan's shapes."""
@@ -138,7 +143,7 @@ class ConvPlan:
             "backward_weight", ("grad_out", grad_out, g.output_shape(), "output shape"),
             ("x", x, g.input_shape(), "input shape"), g.weight_shape(), out, alpha, beta,
             num_threads)
-        return _execute.backward_weight(impl, dy, x, *call)
+        return _execute.backward_weight(impl, dy, x, *call, boundary=self._boundary(impl))
 
     def _call(self, op, first, second, result_shape, out, alpha, beta, num_threads):
         """Check a pass's two operands (name, value, shape, what the shape is) and its
@@ -154,6 +159,13 @@ class ConvPlan:
         alpha, beta = check_scalars(alpha, beta)
         out = check_out(out, result_shape, result_dtype)
         return a, b, impl, (out, alpha, beta, nthreads, result_dtype)
+
+    def _boundary(self, impl):
+        """The padding mode's pad / fold for the dtype ``impl`` computes in (None: zeros)."""
+        g = self.geometry
+        if impl.geom.dtype != g.dtype:
+            g = dataclasses.replace(g, dtype=impl.geom.dtype)
+        return _boundary.for_geometry(g)
 
     def _algo(self, op):
         """The plan's algorithm where it can run ``op``, else ``auto``'s choice."""
@@ -194,23 +206,25 @@ class PreparedWeight:
 
 
 def _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups, layout,
-                   weight_layout):
+                   weight_layout, padding_mode, padding_value):
     dtype = compute_dtype(check_dtype(dtype, "dtype"))
     return make_geometry(x_shape, weight_shape, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, layout=layout,
-                         weight_layout=weight_layout, dtype=dtype, x_name="x_shape",
+                         weight_layout=weight_layout, padding_mode=padding_mode,
+                         padding_value=padding_value, dtype=dtype, x_name="x_shape",
                          w_name="weight_shape")
 
 
 def plan_conv2d(x_shape, weight_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                layout="NCHW", weight_layout="OIHW", dtype="float32", algo="auto"):
+                layout="NCHW", weight_layout="OIHW", padding_mode="zeros", padding_value=0.0,
+                dtype="float32", algo="auto"):
     """Validate a convolution once and choose its algorithm.
 
     Parameters
     ----------
     x_shape, weight_shape : sequence of 4 ints
         In ``layout`` / ``weight_layout`` order.
-    stride, padding, dilation, groups, layout, weight_layout
+    stride, padding, dilation, groups, layout, weight_layout, padding_mode, padding_value
         As in :func:`cconv.conv2d`.
     dtype : dtype-like
         float16, float32 or float64.
@@ -222,21 +236,21 @@ def plan_conv2d(x_shape, weight_shape, *, stride=1, padding=0, dilation=1, group
     ConvPlan
     """
     geom = _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups,
-                          layout, weight_layout)
+                          layout, weight_layout, padding_mode, padding_value)
     impl = _dispatch.select(geom, "forward", algo, resolve_num_threads(None))
     return ConvPlan(geom, impl.name)
 
 
 def find_algorithms(x_shape, weight_shape, *, op="forward", stride=1, padding=0, dilation=1,
-                    groups=1, layout="NCHW", weight_layout="OIHW", dtype="float32",
-                    num_threads=None):
+                    groups=1, layout="NCHW", weight_layout="OIHW", padding_mode="zeros",
+                    padding_value=0.0, dtype="float32", num_threads=None):
     """Time every algorithm that can run a convolution pass, MIOpen-Find style.
 
     Parameters
     ----------
     x_shape, weight_shape : sequence of 4 ints
     op : {"forward", "backward_data", "backward_weight"}
-    stride, padding, dilation, groups, layout, weight_layout, dtype
+    stride, padding, dilation, groups, layout, weight_layout, padding_mode, padding_value, dtype
         As in :func:`plan_conv2d`.
     num_threads : int, optional
 
@@ -248,7 +262,7 @@ def find_algorithms(x_shape, weight_shape, *, op="forward", stride=1, padding=0,
     if op not in _dispatch.OPS:
         raise ValueError(f"op must be one of {_dispatch.OPS}, got {op!r}")
     geom = _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups,
-                          layout, weight_layout)
+                          layout, weight_layout, padding_mode, padding_value)
     if geom.N == 0:
         raise ValueError("x_shape has batch size 0; nothing to time")
     return _dispatch.time_algorithms(geom, op, resolve_num_threads(num_threads))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dispatch, _execute
+from . import _boundary, _dispatch, _execute
 from ._geometry import (LAYOUTS, NEEDS, as_float_array, check_bias, check_choice, check_grad_out,
                         check_need, check_out, check_scalars, check_shape4,
                         check_transpose_grad_out, compute_dtype, make_geometry,
@@ -35,14 +35,16 @@ def _operands(x, weight, x_name, w_name):
 def _geometry(x_shape, w_shape, dtype, kw, x_name, w_name):
     return make_geometry(x_shape, w_shape, stride=kw["stride"], padding=kw["padding"],
                          dilation=kw["dilation"], groups=kw["groups"], layout=kw["layout"],
-                         weight_layout=kw["weight_layout"], dtype=dtype, x_name=x_name,
+                         weight_layout=kw["weight_layout"], padding_mode=kw["padding_mode"],
+                         padding_value=kw["padding_value"], dtype=dtype, x_name=x_name,
                          w_name=w_name)
 
 
 # -- convolution ------------------------------------------------------------------------------
 
 def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, layout="NCHW",
-           weight_layout="OIHW", algo="auto", out=None, alpha=1.0, beta=0.0, num_threads=None):
+           weight_layout="OIHW", padding_mode="zeros", padding_value=0.0, algo="auto", out=None,
+           alpha=1.0, beta=0.0, num_threads=None):
     """2-D convolution (cross-correlation, as in PyTorch and TensorFlow).
 
     Parameters
@@ -56,10 +58,20 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, l
     stride, dilation : int or (int, int)
         Positive; dilation 1 means none.
     padding : int, (int, int), ((top, bottom), (left, right)) or str
-        ``"valid"``, ``"same"`` (= ``"same_upper"``, odd extra at the end) or ``"same_lower"``.
+        ``"valid"``, ``"same"`` (= ``"same_upper"``, odd extra at the end), ``"same_lower"``
+        or ``"full"`` (``dilation * (kernel - 1)`` on each side).
     groups : int
         Divides C and K; ``groups == C`` is depthwise convolution (K = multiplier x C).
     layout, weight_layout : str
+    padding_mode : str
+        What fills the padding: ``"zeros"``, ``"constant"`` (``padding_value``), or the
+        input itself: ``"reflect"`` (d c b | a b c d | c b a, as PyTorch and
+        ``numpy.pad(mode="reflect")``; padding smaller than the input), ``"symmetric"``
+        (c b a | a b c d | d c b, the edge repeated, as ``numpy.pad``), ``"replicate"``
+        (a a | a b c d | d d) or ``"circular"`` (c d | a b c d | a b; padding at most the
+        input).  Every gradient is exact for every mode.
+    padding_value : float
+        The constant of ``padding_mode="constant"``.
     algo : str
         ``"auto"``, ``"find"`` or one of ``cconv.ALGORITHMS``.
     out : ndarray, optional
@@ -76,7 +88,7 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, l
         float16 is computed in float32.
     """
     kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout)
+              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
     x, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
     geom = _geometry(x.shape, w.shape, dtype, kw, "x", "weight")
     nthreads = resolve_num_threads(num_threads)
@@ -84,12 +96,14 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, l
     b = check_bias(bias, geom.K, dtype)
     out = check_out(out, geom.output_shape(), result_dtype)
     impl = _dispatch.select(geom, "forward", algo, nthreads)
-    return _execute.forward(impl, x, w, b, out, alpha, beta, nthreads, result_dtype)
+    return _execute.forward(impl, x, w, b, out, alpha, beta, nthreads, result_dtype,
+                            boundary=_boundary.for_geometry(geom))
 
 
 def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, dilation=1,
-                         groups=1, layout="NCHW", weight_layout="OIHW", algo="auto", out=None,
-                         alpha=1.0, beta=0.0, num_threads=None):
+                         groups=1, layout="NCHW", weight_layout="OIHW", padding_mode="zeros",
+                         padding_value=0.0, algo="auto", out=None, alpha=1.0, beta=0.0,
+                         num_threads=None):
     """Gradient of :func:`conv2d` with respect to its input.
 
     Parameters
@@ -100,7 +114,8 @@ def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, 
         The convolution's weight, in ``weight_layout`` order.
     input_shape : sequence of 4 ints
         Shape of the convolution's input in ``layout`` order (resolves strided sizes).
-    stride, padding, dilation, groups, layout, weight_layout, algo, out, alpha, beta, num_threads
+    stride, padding, dilation, groups, layout, weight_layout, padding_mode, padding_value, algo,
+    out, alpha, beta, num_threads
         As in :func:`conv2d`.
 
     Returns
@@ -108,7 +123,7 @@ def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, 
     ndarray of shape ``input_shape``
     """
     kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout)
+              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
     dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
     geom = _geometry(check_shape4(input_shape, "input_shape"), w.shape, dtype, kw,
                      "input_shape", "weight")
@@ -117,12 +132,14 @@ def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, 
     alpha, beta = check_scalars(alpha, beta)
     out = check_out(out, geom.input_shape(), result_dtype)
     impl = _dispatch.select(geom, "backward_data", algo, nthreads)
-    return _execute.backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype)
+    return _execute.backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype,
+                                  boundary=_boundary.for_geometry(geom))
 
 
 def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, dilation=1,
-                           groups=1, layout="NCHW", weight_layout="OIHW", algo="auto", out=None,
-                           alpha=1.0, beta=0.0, num_threads=None):
+                           groups=1, layout="NCHW", weight_layout="OIHW", padding_mode="zeros",
+                           padding_value=0.0, algo="auto", out=None, alpha=1.0, beta=0.0,
+                           num_threads=None):
     """Gradient of :func:`conv2d` with respect to its weight.
 
     Parameters
@@ -133,7 +150,8 @@ def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, di
         The convolution's input, in ``layout`` order.
     weight_shape : sequence of 4 ints
         Shape of the weight in ``weight_layout`` order.
-    stride, padding, dilation, groups, layout, weight_layout, algo, out, alpha, beta, num_threads
+    stride, padding, dilation, groups, layout, weight_layout, padding_mode, padding_value, algo,
+    out, alpha, beta, num_threads
         As in :func:`conv2d`.
 
     Returns
@@ -142,7 +160,7 @@ def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, di
         Summed over the batch; deterministic for a given shape, whatever the thread count.
     """
     kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout)
+              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
     dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
     geom = _geometry(xa.shape, check_shape4(weight_shape, "weight_shape"), dtype, kw, "x",
                      "weight_shape")
@@ -151,7 +169,8 @@ def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, di
     alpha, beta = check_scalars(alpha, beta)
     out = check_out(out, geom.weight_shape(), result_dtype)
     impl = _dispatch.select(geom, "backward_weight", algo, nthreads)
-    return _execute.backward_weight(impl, dy, xa, out, alpha, beta, nthreads, result_dtype)
+    return _execute.backward_weight(impl, dy, xa, out, alpha, beta, nthreads, result_dtype,
+                                    boundary=_boundary.for_geometry(geom))
 
 
 def conv2d_backward_bias(grad_out, *, layout="NCHW", out=None, alpha=1.0, beta=0.0):
@@ -183,15 +202,16 @@ def conv2d_backward_bias(grad_out, *, layout="NCHW", out=None, alpha=1.0, beta=0
 
 
 def conv2d_backward(grad_out, x, weight, *, stride=1, padding=0, dilation=1, groups=1,
-                    layout="NCHW", weight_layout="OIHW", algo="auto", num_threads=None,
-                    need=NEEDS):
+                    layout="NCHW", weight_layout="OIHW", padding_mode="zeros", padding_value=0.0,
+                    algo="auto", num_threads=None, need=NEEDS):
     """All gradients of :func:`conv2d` in one call.
 
     Parameters
     ----------
     grad_out, x, weight : array_like
         Output gradient, input and weight of the convolution.
-    stride, padding, dilation, groups, layout, weight_layout, algo, num_threads
+    stride, padding, dilation, groups, layout, weight_layout, padding_mode, padding_value, algo,
+    num_threads
         As in :func:`conv2d`.
     need : sequence of {"data", "weight", "bias"}
         Which gradients to compute.
@@ -203,7 +223,8 @@ def conv2d_backward(grad_out, x, weight, *, stride=1, padding=0, dilation=1, gro
     """
     need = check_need(need)
     kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout, algo=algo, num_threads=num_threads)
+              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value,
+              algo=algo, num_threads=num_threads)
     xa = as_float_array(x, "x")
     w = as_float_array(weight, "weight")
     dy = as_float_array(grad_out, "grad_out")
@@ -219,8 +240,9 @@ def conv2d_backward(grad_out, x, weight, *, stride=1, padding=0, dilation=1, gro
 # -- transposed convolution -------------------------------------------------------------------
 
 def conv_transpose2d(x, weight, bias=None, *, stride=1, padding=0, output_padding=0,
-                     dilation=1, groups=1, layout="NCHW", weight_layout="OIHW", algo="auto",
-                     output_shape=None, out=None, alpha=1.0, beta=0.0, num_threads=None):
+                     dilation=1, groups=1, layout="NCHW", weight_layout="OIHW",
+                     padding_mode="zeros", algo="auto", output_shape=None, out=None, alpha=1.0,
+                     beta=0.0, num_threads=None):
     """Transposed 2-D convolution (the gradient of :func:`conv2d` w.r.t. its input), as PyTorch.
 
     Parameters
@@ -238,6 +260,12 @@ def conv_transpose2d(x, weight, bias=None, *, stride=1, padding=0, output_paddin
         Extra rows/cols at the bottom/right, smaller than stride or dilation on its axis.
     output_shape : sequence of 4 ints, optional
         Full output shape in ``layout`` order, instead of ``output_padding``.
+    padding_mode : str
+        The mode of the convolution this one transposes (see :func:`conv2d`): the result is
+        that convolution's data gradient, its adjoint.  Padded pixels that copy an output
+        pixel add their value onto it (with ``"circular"``, the periodic transposed
+        convolution).  ``"constant"`` transposes to the same as ``"zeros"`` (the adjoint of
+        the convolution's linear part).
     groups, layout, weight_layout, algo, out, alpha, beta, num_threads
         As in :func:`conv2d`.
 
@@ -250,20 +278,21 @@ def conv_transpose2d(x, weight, bias=None, *, stride=1, padding=0, output_paddin
     geom, extra = make_transpose_geometry(xa.shape, w.shape, dtype, stride=stride, padding=padding,
                                           output_padding=output_padding, dilation=dilation,
                                           groups=groups, layout=layout, weight_layout=weight_layout,
-                                          output_shape=output_shape)
+                                          output_shape=output_shape, padding_mode=padding_mode)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
     b = check_bias(bias, geom.C, dtype)
     out = check_out(out, geom.input_shape(), result_dtype)
     impl = _dispatch.select(geom, "backward_data", algo, nthreads)
     return _execute.backward_data(impl, xa, w, out, alpha, beta, nthreads, result_dtype,
-                                  bias=b, extra=extra)
+                                  bias=b, extra=extra, boundary=_boundary.for_geometry(geom))
 
 
 def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0,
                                    output_padding=0, dilation=1, groups=1, layout="NCHW",
-                                   weight_layout="OIHW", algo="auto", output_shape=None, out=None,
-                                   alpha=1.0, beta=0.0, num_threads=None):
+                                   weight_layout="OIHW", padding_mode="zeros", algo="auto",
+                                   output_shape=None, out=None, alpha=1.0, beta=0.0,
+                                   num_threads=None):
     """Gradient of :func:`conv_transpose2d` with respect to its input ``x``.
 
     Parameters
@@ -274,7 +303,7 @@ def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, p
         Its weight, as for :func:`conv_transpose2d`.
     input_shape : sequence of 4 ints
         Shape of its input ``x`` in ``layout`` order.
-    stride, padding, output_padding, dilation, groups, layout, weight_layout, algo,
+    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode, algo,
     output_shape, out, alpha, beta, num_threads
         As in :func:`conv_transpose2d`.
 
@@ -287,7 +316,7 @@ def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, p
                                           stride=stride, padding=padding,
                                           output_padding=output_padding, dilation=dilation,
                                           groups=groups, layout=layout, weight_layout=weight_layout,
-                                          output_shape=output_shape)
+                                          output_shape=output_shape, padding_mode=padding_mode)
     check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
@@ -295,13 +324,14 @@ def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, p
     impl = _dispatch.select(geom, "forward", algo, nthreads)
     # the forward convolution yields `extra` rows / cols that x never had: cropped
     return _execute.forward(impl, dy, w, None, out, alpha, beta, nthreads, result_dtype,
-                            extra=extra)
+                            extra=extra, boundary=_boundary.for_geometry(geom))
 
 
 def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0,
                                      output_padding=0, dilation=1, groups=1, layout="NCHW",
-                                     weight_layout="OIHW", algo="auto", output_shape=None,
-                                     out=None, alpha=1.0, beta=0.0, num_threads=None):
+                                     weight_layout="OIHW", padding_mode="zeros", algo="auto",
+                                     output_shape=None, out=None, alpha=1.0, beta=0.0,
+                                     num_threads=None):
     """Gradient of :func:`conv_transpose2d` with respect to its weight.
 
     Parameters
@@ -312,7 +342,7 @@ def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, pad
         Its input.
     weight_shape : sequence of 4 ints
         (C_in, K/groups, R, S) for ``"OIHW"`` or (R, S, K/groups, C_in) for ``"HWIO"``.
-    stride, padding, output_padding, dilation, groups, layout, weight_layout, algo,
+    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode, algo,
     output_shape, out, alpha, beta, num_threads
         As in :func:`conv_transpose2d`.
 
@@ -325,7 +355,7 @@ def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, pad
                                           dtype, stride=stride, padding=padding,
                                           output_padding=output_padding, dilation=dilation,
                                           groups=groups, layout=layout, weight_layout=weight_layout,
-                                          output_shape=output_shape)
+                                          output_shape=output_shape, padding_mode=padding_mode)
     check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
@@ -334,18 +364,19 @@ def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, pad
     # The transposed conv's output gradient plays the forward input, its input the forward
     # output gradient.
     return _execute.backward_weight(impl, xa, dy, out, alpha, beta, nthreads, result_dtype,
-                                    extra=extra)
+                                    extra=extra, boundary=_boundary.for_geometry(geom))
 
 
 def conv_transpose2d_backward(grad_out, x, weight, *, stride=1, padding=0, output_padding=0,
                               dilation=1, groups=1, layout="NCHW", weight_layout="OIHW",
-                              algo="auto", output_shape=None, num_threads=None, need=NEEDS):
+                              padding_mode="zeros", algo="auto", output_shape=None,
+                              num_threads=None, need=NEEDS):
     """All gradients of :func:`conv_transpose2d` in one call.
 
     Parameters
     ----------
     grad_out, x, weight : array_like
-    stride, padding, output_padding, dilation, groups, layout, weight_layout, algo,
+    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode, algo,
     output_shape, num_threads
         As in :func:`conv_transpose2d`.
     need : sequence of {"data", "weight", "bias"}
@@ -358,7 +389,7 @@ def conv_transpose2d_backward(grad_out, x, weight, *, stride=1, padding=0, outpu
     need = check_need(need)
     kw = dict(stride=stride, padding=padding, output_padding=output_padding, dilation=dilation,
               groups=groups, layout=layout, weight_layout=weight_layout, algo=algo,
-              output_shape=output_shape, num_threads=num_threads)
+              output_shape=output_shape, padding_mode=padding_mode, num_threads=num_threads)
     xa = as_float_array(x, "x")
     w = as_float_array(weight, "weight")
     dy = as_float_array(grad_out, "grad_out")

@@ -156,7 +156,7 @@ def test_negative_padding(name, padding):
 
 
 @pytest.mark.parametrize("name", GEOMETRY_CALLS)
-@pytest.mark.parametrize("padding", ["full", "", "same_middle", "causal"])
+@pytest.mark.parametrize("padding", ["fullest", "", "same_middle", "causal"])
 def test_bad_padding_string(name, padding):
     with pytest.raises(ValueError, match=r"\bpadding\b"):
         CALLS[name](padding=padding)

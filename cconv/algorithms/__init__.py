@@ -18,6 +18,10 @@ algorithm      module (+ schedule)        kernels (``cconv/_kernels``)
 The registry order is the order of preference when a shape could use several and no
 heuristic rule applies (see ``cconv._dispatch``); ``direct`` runs every shape and is the
 reference the others fall back to.  Nothing here imports the dispatcher.
+
+Algorithms see only zero padding: a geometry with another ``padding_mode`` is served by the
+algorithm of its ``kernel_geometry`` (the padded input's problem; ``cconv._boundary`` pads
+before and folds after), which the three functions below look up.
 """
 
 from __future__ import annotations
@@ -38,14 +42,15 @@ __all__ = ["ALGORITHMS", "OPS", "REGISTRY", "Algorithm", "TransformedWeight", "i
 
 def why_not(algo, geom, op):
     """Why algorithm ``algo`` cannot run pass ``op`` on ``geom``, or None if it can."""
-    return REGISTRY[algo].why_not(geom, op)
+    return REGISTRY[algo].why_not(geom.kernel_geometry, op)
 
 
 def usable(geom, op):
     """Names of the algorithms that can run ``op`` on ``geom``, in registry order."""
+    geom = geom.kernel_geometry
     return [name for name, cls in REGISTRY.items() if cls.why_not(geom, op) is None]
 
 
 def implementation(geom, algo):
     """The cached instance of algorithm ``algo`` for ``geom`` (it holds the schedules)."""
-    return REGISTRY[algo].for_geometry(geom)
+    return REGISTRY[algo].for_geometry(geom.kernel_geometry)

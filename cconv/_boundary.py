@@ -1,0 +1,118 @@
+"""Padding modes other than zeros: pad the input before the kernels, fold gradients after.
+
+A convolution with ``padding_mode`` "reflect", "symmetric", "replicate", "circular" or a
+non-zero "constant" is the zero-padding-free convolution (``ConvGeometry.kernel_geometry``)
+of the input padded with that mode.  So every algorithm runs every mode unchanged:
+
+- forward and the weight gradient read ``pad(x)``;
+- the data gradient is computed for the padded input, then *folded*: the gradient of each
+  padded pixel is added to the input pixel it copies (the adjoint of ``pad``).  A constant
+  copies nothing, so its fold is a crop.
+
+Transposed convolution is the data gradient of the convolution it transposes, so it folds
+too (and its own gradients pad).  Padding costs one parallel copy of the input (the image's
+rows copied whole, only the padding looked up; ``_kernels/_gather.pyx``), folding one
+gather-sum; the padded array is the only extra memory.
+
+Which input pixel a padded pixel copies, for position ``i`` relative to the input's start
+(negative before it, ``>= size`` after it)::
+
+    reflect    d c b | a b c d | c b a    mirror without repeating the edge (period 2(size-1))
+    symmetric  c b a | a b c d | d c b    mirror repeating the edge (period 2 size)
+    replicate  a a a | a b c d | d d d    the nearest edge pixel
+    circular   b c d | a b c d | a b c    wrap around (period size)
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ._kernels import _gather
+
+
+def source_index(position, size, mode):
+    """Index of the input pixel copied at ``position`` (an int array), or -1 for a constant."""
+    i = np.asarray(position, dtype=np.int64)
+    if mode == "reflect":
+        if size == 1:
+            return np.zeros_like(i)
+        period = 2 * (size - 1)
+        k = i % period
+        return np.where(k < size, k, period - k)
+    if mode == "symmetric":
+        k = i % (2 * size)
+        return np.where(k < size, k, 2 * size - 1 - k)
+    if mode == "replicate":
+        return np.clip(i, 0, size - 1)
+    if mode == "circular":
+        return i % size
+    return np.where((i >= 0) & (i < size), i, -1)  # constant
+
+
+def _csr(lists_of, n_rows):
+    """CSR (pointers, indices) of ``lists_of`` = (row, index) pairs, rows in 0..n_rows-1,
+    the indices of a row in increasing order (the fold's fixed summation order)."""
+    rows, idx = lists_of
+    order = np.lexsort((idx, rows))
+    rows, idx = rows[order], idx[order]
+    ptr = np.zeros(n_rows + 1, np.int64)
+    np.add.at(ptr, rows + 1, 1)
+    return np.cumsum(ptr), np.ascontiguousarray(idx, dtype=np.int64)
+
+
+class AxisMap:
+    """The padding of one axis: which input index each padded index copies, both ways."""
+
+    def __init__(self, size, pad_begin, pad_end, mode):
+        padded = np.arange(-pad_begin, size + pad_end, dtype=np.int64)
+        source = source_index(padded, size, mode)
+        copies = source >= 0
+        positions = np.arange(padded.size, dtype=np.int64)
+        # padding: padded index p reads source[p] (-1: nothing, for a constant)
+        self.source = np.ascontiguousarray(source, dtype=np.int64)
+        self.begin = pad_begin
+        # folding: input index s sums every padded index that copied it
+        self.fold = _csr((source[copies], positions[copies]), size)
+
+
+def _layout_blocks(array, layout):
+    """A C-contiguous (B, H, W, L) view: NCHW -> (N*C, H, W, 1), NHWC -> itself."""
+    if layout == "NCHW":
+        n, c, h, w = array.shape
+        return array.reshape(n * c, h, w, 1)
+    return array
+
+
+class Boundary:
+    """Pad and fold for one geometry whose ``padding_mode`` is not "zeros"."""
+
+    def __init__(self, geom):
+        self.geom = geom
+        (top, bottom), (left, right) = geom.pads
+        self.rows = AxisMap(geom.H, top, bottom, geom.padding_mode)
+        self.cols = AxisMap(geom.W, left, right, geom.padding_mode)
+        self.value = geom.padding_value
+
+    def pad(self, x, num_threads):
+        """``x`` (the geometry's input, in its layout) padded, contiguous, compute dtype."""
+        g, k = self.geom, self.geom.kernel_geometry
+        src = np.ascontiguousarray(x, dtype=g.dtype)
+        dst = np.empty(k.input_shape(), g.dtype)
+        _gather.pad_copy(_layout_blocks(src, g.layout), _layout_blocks(dst, g.layout),
+                         self.rows.source, self.cols.source, self.cols.begin, self.value,
+                         num_threads)
+        return dst
+
+    def fold(self, grad_padded, out, alpha, beta, num_threads):
+        """``out = alpha * fold(grad_padded) + beta * out``; both in the layout, contiguous."""
+        g = self.geom
+        _gather.gather_sum(_layout_blocks(grad_padded, g.layout), _layout_blocks(out, g.layout),
+                           *self.rows.fold, *self.cols.fold, 0.0, alpha, beta, num_threads)
+
+
+@functools.lru_cache(maxsize=256)
+def for_geometry(geom):
+    """The :class:`Boundary` of ``geom``, or None when its padding is zeros (the kernels')."""
+    return None if geom.padding_mode == "zeros" else Boundary(geom)

@@ -1,0 +1,103 @@
+# cython: language_level=3
+"""Indexed gather-sum over the two spatial axes: building and folding padding.
+
+One kernel serves both directions of a padding mode (``cconv._boundary``):
+
+- padding: every pixel of the padded image copies one pixel of the input (reflect,
+  symmetric, replicate, circular) or none (a constant);
+- folding, its adjoint: every input pixel sums the gradient of the padded pixels that copied
+  it (itself and its mirror images or wrap-arounds).
+
+Both are "output pixel (r, c) = sum of source pixels (i, j) for i in rows[r], j in cols[c]",
+with the row and column lists in CSR form.  Writing each output element once from a list of
+sources (a gather) needs no atomics and sums in a fixed order, so the fold is deterministic
+at any thread count.
+
+Arrays are 4-D and C-contiguous as (B, H, W, L): NCHW data is (N*C, H, W, 1), NHWC data is
+(N, H, W, C), so the innermost loop runs over contiguous channels when there are any.
+"""
+
+from cython.parallel cimport prange
+from libc.stdint cimport int64_t
+
+ctypedef fused real:
+    float
+    double
+
+
+def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
+               const int64_t[::1] row_ptr, const int64_t[::1] row_idx,
+               const int64_t[::1] col_ptr, const int64_t[::1] col_idx,
+               double fill, double alpha, double beta, int num_threads):
+    """``dst = alpha * gathered + beta * dst`` (``beta == 0`` never reads ``dst``).
+
+    ``gathered[b, r, c, l]`` is the sum of ``src[b, i, j, l]`` over ``i`` in
+    ``row_idx[row_ptr[r]:row_ptr[r+1]]`` and ``j`` in ``col_idx[col_ptr[c]:col_ptr[c+1]]``,
+    or ``fill`` where either list is empty.  The caller guarantees the lists index inside
+    ``src`` and that ``row_ptr`` / ``col_ptr`` have ``dst``'s height / width + 1 entries.
+    """
+    cdef Py_ssize_t B = dst.shape[0], H = dst.shape[1], W = dst.shape[2], L = dst.shape[3]
+    cdef Py_ssize_t job, b, r, c, l, a, e
+    cdef int64_t i, j
+    cdef real acc
+    cdef real fill_r = <real>fill, alpha_r = <real>alpha, beta_r = <real>beta
+    if B == 0 or H == 0 or W == 0 or L == 0:
+        return
+    for job in prange(B * H, nogil=True, schedule="static", num_threads=num_threads):
+        b = job // H
+        r = job - b * H
+        for c in range(W):
+            for l in range(L):
+                if row_ptr[r] == row_ptr[r + 1] or col_ptr[c] == col_ptr[c + 1]:
+                    acc = fill_r
+                else:
+                    acc = 0
+                    for a in range(row_ptr[r], row_ptr[r + 1]):
+                        i = row_idx[a]
+                        for e in range(col_ptr[c], col_ptr[c + 1]):
+                            j = col_idx[e]
+                            acc = acc + src[b, i, j, l]
+                if beta == 0:
+                    dst[b, r, c, l] = alpha_r * acc
+                else:
+                    dst[b, r, c, l] = alpha_r * acc + beta_r * dst[b, r, c, l]
+
+
+def pad_copy(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
+             const int64_t[::1] row_src, const int64_t[::1] col_src, Py_ssize_t left,
+             double fill, int num_threads):
+    """``dst[b, r, c, :] = src[b, row_src[r], col_src[c], :]``, or ``fill`` where either
+    index is -1: the padding of every mode, where each padded pixel copies at most one.
+
+    Columns ``left .. left + src width`` are the image itself (``col_src[c] == c - left``)
+    and are copied as one contiguous run per row; only the padding columns are looked up.
+    """
+    cdef Py_ssize_t B = dst.shape[0], H = dst.shape[1], W = dst.shape[2], L = dst.shape[3]
+    cdef Py_ssize_t Ws = src.shape[2], run = Ws * L
+    cdef Py_ssize_t job, b, r, c, l, i
+    cdef int64_t sr, sc
+    cdef real fill_r = <real>fill
+    cdef real *out
+    cdef const real *row
+    if B == 0 or H == 0 or W == 0 or L == 0:
+        return
+    for job in prange(B * H, nogil=True, schedule="static", num_threads=num_threads):
+        b = job // H
+        r = job - b * H
+        out = &dst[b, r, 0, 0]
+        sr = row_src[r]
+        if sr < 0:
+            for i in range(W * L):
+                out[i] = fill_r
+            continue
+        row = &src[b, sr, 0, 0]
+        for c in range(W):
+            if c == left:  # the image's own columns: one contiguous run
+                for i in range(run):
+                    out[left * L + i] = row[i]
+                continue
+            if left <= c < left + Ws:
+                continue
+            sc = col_src[c]
+            for l in range(L):
+                out[c * L + l] = fill_r if sc < 0 else row[sc * L + l]
