@@ -203,3 +203,40 @@ def test_random_shapes_match_reference(n, c, m, h, w, r, s, sh, sw, dh, dw, pads
     dwt = cconv.conv2d_backward_weight(_to(gy, layout), _to(x, layout), wt.shape,
                                        algo="depthwise", **kw)
     assert_close(dwt, ref_backward_weight(gy, x, wt.shape, **rkw), what="weight")
+
+
+# Few planes and many rows: planes are cut into bands of rows for the threads (the work is
+# large enough for 5 threads, see cconv._threads).  Heights chosen so bands end mid-block,
+# at the padding, and with halos crossing band edges.
+BAND_CASES = [
+    (1, 1, 1, 403, 257, 5, 5, (1, 1), (1, 1), ((2, 2), (2, 2))),
+    (1, 1, 3, 401, 300, 5, 5, (2, 2), (1, 1), ((1, 0), (1, 1))),
+    (1, 2, 1, 297, 300, 3, 3, (1, 1), (3, 2), ((3, 3), (2, 2))),
+    (2, 1, 1, 340, 170, 7, 7, (3, 1), (1, 1), ((3, 2), (3, 3))),
+]
+
+
+@pytest.mark.parametrize("case", BAND_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_banded_planes_match_reference_on_any_thread_count(case, dtype):
+    from cconv.algorithms.depthwise import MIN_BAND_ROWS, _NchwLayout
+    N, C, m, H = case[:4]
+    assert _NchwLayout.band(N * C * m, H, 1, 3, 4) < H, "the case must be cut into bands"
+    assert MIN_BAND_ROWS < H
+    x, w = _operands(case, dtype, seed=3)
+    kw = _kw(case, "NCHW")
+    y_ref = ref_conv2d(x.astype(np.float64), w.astype(np.float64), **_ref_kw(case))
+    gy = np.random.default_rng(4).standard_normal(y_ref.shape).astype(dtype)
+    dx_ref = ref_backward_data(gy.astype(np.float64), w.astype(np.float64), x.shape,
+                               **_ref_kw(case))
+    first = None
+    for threads in (1, 2, 3, 5):
+        y = cconv.conv2d(x, w, algo="depthwise", num_threads=threads, **kw)
+        dx = cconv.conv2d_backward_data(gy, w, x.shape, algo="depthwise", num_threads=threads,
+                                        **kw)
+        assert_close(y, y_ref, dtype, what=f"forward, {threads} threads")
+        assert_close(dx, dx_ref, dtype, what=f"backward_data, {threads} threads")
+        if first is None:
+            first = (y, dx)
+        else:  # bands change the split, never the arithmetic
+            assert np.array_equal(first[0], y) and np.array_equal(first[1], dx)

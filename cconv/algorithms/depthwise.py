@@ -5,11 +5,14 @@ traffic, and the channel-blocked register tiles of the direct algorithm (built f
 channel reductions) spend their time packing and unpacking.  These kernels read the
 activations in place instead, in the layout they come in:
 
-* NCHW (or any other memory order, after one contiguous copy): a job is one image plane,
-  copied with its zero padding into a per-thread buffer (split into column phases for a
-  stride), then computed in blocks of four vector accumulators held in registers across
-  the taps.  Backward-data correlates the gradient, spread out by the stride, with the
-  flipped filter; backward-weight takes dot products of gradient rows with buffer rows.
+* NCHW (or any other memory order, after one contiguous copy): a job is a band of rows of
+  one image plane (the whole plane unless it is large or the planes are too few for the
+  threads: one large image filtered by one filter), copied with its zero padding into a
+  per-thread buffer (split into column phases for a stride), then computed in blocks of
+  four vector accumulators held in registers across the taps: vectorised over output
+  pixels, the weights broadcast, which is what one- and few-channel images need.
+  Backward-data correlates the gradient, spread out by the stride, with the flipped
+  filter; backward-weight takes dot products of gradient rows with buffer rows.
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
   registers across a pixel's taps; no padding is materialised.
 
@@ -37,6 +40,15 @@ from .direct import NO_BIAS, DirectConvolution
 # Backward-weight NHWC: split the batch's output rows into this many jobs (fewer when there
 # are fewer rows); the split depends on the shape only (deterministic results).
 TARGET_WEIGHT_JOBS = 32
+# NCHW forward / backward-data: a job is a band of rows of one plane.  Bands are cut so that
+# (1) with fewer planes than JOBS_PER_THREAD per thread, every thread gets work, and (2) a
+# band's buffer stays within BAND_BYTES, so it is still in the core's L2 cache (1-2 MiB on
+# the CPUs measured) when the taps read it.  A band refills (R-1)*dilation halo rows, so it
+# keeps at least MIN_BAND_ROWS rows.  Small planes (MobileNet's 112x112 and below) stay whole.
+# Every output is summed the same way in any band: results do not depend on the split.
+JOBS_PER_THREAD = 4
+BAND_BYTES = 512 * 1024
+MIN_BAND_ROWS = 16
 
 
 def _block_shape(out_w, vl):
@@ -63,34 +75,70 @@ class _NchwLayout:
 
     def __init__(self, geom, vl):
         g = geom
-        (sh, sw), (dh, dw) = g.stride, g.dilation
+        sw, (dh, dw) = g.stride[1], g.dilation
         (pt, pb), (pl, pr) = g.pads
-        self.vl = vl
+        self.geom, self.vl = g, vl
         # forward / backward-weight: the padded, phase-split input plane
         self.NR, self.NV = _block_shape(g.OW, vl)
         qmax = ((g.S - 1) * dw) // sw
         self.Wq = max(-(-(g.W + pl + pr) // sw),
                       _round_up(g.OW, self.NV * vl) + qmax)
-        self.rows = max(g.H + pt + pb,
-                        (_round_up(g.OH, self.NR) - 1) * sh + (g.R - 1) * dh + 1)
-        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
-        cols = (s * dw).ravel()
-        self.tap_off = (((cols % sw) * self.rows + (r * dh).ravel()) * self.Wq
-                        + cols // sw).astype(np.int64)
+        self.rows = self._input_rows(g.OH)
+        self.tap_off = self._input_taps(self.rows)
         self.Dq = _round_up(g.OW, vl)
-        self.forward_scratch = sw * self.rows * self.Wq
-        self.weight_scratch = self.forward_scratch + g.OH * self.Dq
+        self.weight_scratch = sw * self.rows * self.Wq + g.OH * self.Dq
         # backward-data: the spread-out gradient planes, correlated with the flipped filter
         self.NR_bd, self.NV_bd = _block_shape(g.W, vl)
         self.base_h = pt - (g.R - 1) * dh
         self.base_w = pl - (g.S - 1) * dw
         self.Wb = _round_up(g.W, self.NV_bd * vl) + (g.S - 1) * dw
-        self.rows_bd = _round_up(g.H, self.NR_bd) + (g.R - 1) * dh
-        plane = self.rows_bd * self.Wb
+
+    def _input_rows(self, band):
+        """Rows of the padded input a band of ``band`` output rows reads (whole blocks)."""
+        g = self.geom
+        rows = (_round_up(band, self.NR) - 1) * g.stride[0] + (g.R - 1) * g.dilation[0] + 1
+        return max(rows, g.H + sum(g.pads[0])) if band == g.OH else rows
+
+    def _input_taps(self, rows):
+        g = self.geom
+        sw, (dh, dw) = g.stride[1], g.dilation
+        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
+        cols = (s * dw).ravel()
+        return (((cols % sw) * rows + (r * dh).ravel()) * self.Wq + cols // sw).astype(np.int64)
+
+    @staticmethod
+    def band(planes, out_rows, nr, nthreads, bytes_per_row):
+        """Output rows per job: the whole plane, or bands of it (see ``BAND_BYTES``).
+
+        ``bytes_per_row``: bytes of band buffer per output row (input rows per output row
+        times the buffer's row length)."""
+        rows = out_rows
+        if nthreads > 1 and planes < JOBS_PER_THREAD * nthreads:
+            rows = -(-out_rows // -(-JOBS_PER_THREAD * nthreads // planes))
+        rows = min(rows, BAND_BYTES // max(1, bytes_per_row))
+        rows = _round_up(max(rows, MIN_BAND_ROWS), nr)
+        return out_rows if rows >= out_rows else rows
+
+    def forward_band(self, nthreads):
+        """(band, rows, tap offsets, scratch elements per thread) of the forward kernel."""
+        g = self.geom
+        item = g.dtype.itemsize
+        band = self.band(g.N * g.K, g.OH, self.NR, nthreads,
+                         g.stride[0] * g.stride[1] * self.Wq * item)
+        rows = self._input_rows(band)
+        return band, rows, self._input_taps(rows), g.stride[1] * rows * self.Wq
+
+    def backward_data_band(self, nthreads):
+        """(band, rows, tap offsets, scratch elements per thread) of backward-data."""
+        g = self.geom
+        dh, dw = g.dilation
+        band = self.band(g.N * g.C, g.H, self.NR_bd, nthreads, g.Kg * self.Wb * g.dtype.itemsize)
+        rows = _round_up(band, self.NR_bd) + (g.R - 1) * dh
+        plane = rows * self.Wb
+        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
         m = np.arange(g.Kg)[:, None]
-        self.tap_off_bd = (m * plane + ((r * dh) * self.Wb + s * dw).ravel()[None, :]
-                           ).ravel().astype(np.int64)
-        self.backward_data_scratch = g.Kg * plane
+        taps = (m * plane + ((r * dh) * self.Wb + s * dw).ravel()[None, :]).ravel()
+        return band, rows, taps.astype(np.int64), g.Kg * plane
 
     @staticmethod
     def flipped(w, geom):
@@ -169,10 +217,10 @@ class DepthwiseConvolution(Algorithm):
                                  y.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                  self._tap_lists(nthreads), nthreads)
             return
-        self._run_nchw(kernels.forward_nchw, x, w.reshape(g.K, -1), y, b, alpha, beta,
-                       lay.tap_off, (g.stride[0], g.stride[1], g.pads[0][0], g.pads[1][0],
-                                     lay.rows, lay.Wq, lay.NR, lay.NV),
-                       self._scratch(lay.forward_scratch, nthreads), nthreads)
+        band, rows, taps, scratch = lay.forward_band(nthreads)
+        self._run_nchw(kernels.forward_nchw, x, w.reshape(g.K, -1), y, b, alpha, beta, taps,
+                       (g.stride[0], g.stride[1], g.pads[0][0], g.pads[1][0], rows, lay.Wq,
+                        lay.NR, lay.NV, band), self._scratch(scratch, nthreads), nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
@@ -189,10 +237,11 @@ class DepthwiseConvolution(Algorithm):
             DirectConvolution.for_geometry(g).backward_data(dy, w, dx, alpha, beta, nthreads,
                                                             bias=bias)
             return
+        band, rows, taps, scratch = lay.backward_data_band(nthreads)
         self._run_nchw(kernels.backward_data_nchw, dy, lay.flipped(w, g), dx, b, alpha, beta,
-                       lay.tap_off_bd, (g.stride[0], g.stride[1], lay.base_h, lay.base_w,
-                                        lay.rows_bd, lay.Wb, lay.NR_bd, lay.NV_bd),
-                       self._scratch(lay.backward_data_scratch, nthreads), nthreads)
+                       taps, (g.stride[0], g.stride[1], lay.base_h, lay.base_w, rows, lay.Wb,
+                              lay.NR_bd, lay.NV_bd, band), self._scratch(scratch, nthreads),
+                       nthreads)
 
     def _weight_splits(self):
         g = self.geom
@@ -229,11 +278,12 @@ class DepthwiseConvolution(Algorithm):
         nhwc = g.layout == "NHWC" and g.Kg == 1
         taps = 2 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) list per thread
         if op == "forward":
-            return int(nthreads * (taps if nhwc else lay.forward_scratch * item))
+            return int(nthreads * (taps if nhwc else lay.forward_band(nthreads)[3] * item))
         if op == "backward_data":
             if nhwc:
                 return int(nthreads * taps + g.R * g.S * g.C * item)
-            return int(nthreads * lay.backward_data_scratch * item + g.K * g.R * g.S * item)
+            return int(nthreads * lay.backward_data_band(nthreads)[3] * item
+                       + g.K * g.R * g.S * item)
         if nhwc:
             return int(self._weight_splits() * g.R * g.S * g.C * item)
         return int(nthreads * lay.weight_scratch * item + g.K * g.R * g.S * 8)
