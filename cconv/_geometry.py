@@ -8,6 +8,7 @@ Error messages name the argument and the values involved.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import numbers
 from dataclasses import dataclass
@@ -16,7 +17,11 @@ import numpy as np
 
 LAYOUTS = ("NCHW", "NHWC")
 WEIGHT_LAYOUTS = ("OIHW", "HWIO")
-PADDING_STRINGS = ("valid", "same", "same_upper", "same_lower")
+PADDING_STRINGS = ("valid", "same", "same_upper", "same_lower", "full")
+# What fills the padding: zeros, a constant, or the input itself seen through a mirror, its
+# edge or a wrap.  Names and meanings as PyTorch's ``padding_mode`` (and ``numpy.pad``'s
+# "symmetric" for the mirror that repeats the edge).
+PADDING_MODES = ("zeros", "constant", "reflect", "symmetric", "replicate", "circular")
 # Dtypes the kernels compute in, and those accepted (float16 is computed in float32).
 COMPUTE_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 ACCEPTED_DTYPES = (np.dtype(np.float16),) + COMPUTE_DTYPES
@@ -47,6 +52,22 @@ class ConvGeometry:
     layout: str
     weight_layout: str
     dtype: np.dtype  # the dtype kernels compute in: float32 or float64
+    # "zeros" unless the padding copies the input (or is a non-zero constant); then the
+    # kernels run ``kernel_geometry`` on an input padded beforehand (see ``cconv._boundary``).
+    padding_mode: str = "zeros"
+    padding_value: float = 0.0
+
+    @functools.cached_property
+    def kernel_geometry(self):
+        """The zero-padding problem the algorithms run: this one, or for another padding
+        mode the same convolution of the input padded beforehand, with no padding of its own
+        (same output, same weight)."""
+        if self.padding_mode == "zeros":
+            return self
+        (top, bottom), (left, right) = self.pads
+        return dataclasses.replace(self, H=self.H + top + bottom, W=self.W + left + right,
+                                   pads=((0, 0), (0, 0)), padding_mode="zeros",
+                                   padding_value=0.0)
 
     @functools.cached_property
     def OH(self):
@@ -173,9 +194,10 @@ def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilati
                       allow_same=True):
     """Per-side padding ((top, bottom), (left, right)) from any accepted form.
 
-    Forms: int, (ph, pw), ((top, bottom), (left, right)), "valid", and (when
-    ``allow_same``) "same" / "same_upper" / "same_lower", which need the spatial
-    size, kernel, stride and dilation.
+    Forms: int, (ph, pw), ((top, bottom), (left, right)), "valid", "full" (``dilation *
+    (kernel - 1)`` on each side: every output that sees one input pixel), and (when
+    ``allow_same``) "same" / "same_upper" / "same_lower", which need the spatial size.
+    "full" and "same*" need the kernel and dilation, "same*" the stride too.
     """
     if isinstance(padding, str):
         mode = padding.lower()
@@ -184,6 +206,8 @@ def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilati
             raise ValueError(f"padding string must be one of {allowed}, got {padding!r}")
         if mode == "valid":
             return ((0, 0), (0, 0))
+        if mode == "full":
+            return tuple((dilation[i] * (kernel[i] - 1),) * 2 for i in range(2))
         lower = mode == "same_lower"
         return tuple(same_pads(spatial[i], kernel[i], stride[i], dilation[i], lower)
                      for i in range(2))
@@ -226,12 +250,44 @@ def check_dtype(dtype, name):
     return dtype
 
 
-def as_float_array(value, name):
-    """``numpy.asarray(value)`` with a dtype check that names the argument."""
+# DLPack device types (``__dlpack_device__()[0]``) whose memory the CPU reads directly.
+_DLPACK_HOST_DEVICES = {1: "CPU", 3: "CUDA host (pinned)", 11: "ROCm host (pinned)"}
+_DLPACK_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI",
+                        10: "ROCm", 13: "CUDA managed", 14: "oneAPI"}
+
+
+def _from_dlpack(value, name):
+    """A NumPy view of a DLPack-speaking array (no copy), or an error naming its device."""
     try:
-        arr = np.asarray(value)
-    except Exception as exc:  # ragged lists and the like
-        raise TypeError(f"{name} could not be converted to an array: {exc}") from None
+        device_type, device_id = value.__dlpack_device__()
+    except Exception as exc:  # e.g. PyTorch's "meta" tensors have no DLPack device
+        raise ValueError(f"{name} is a {type(value).__name__} on a device cconv cannot read "
+                         f"({exc}); cconv computes on the CPU: move it to host memory") from None
+    if int(device_type) not in _DLPACK_HOST_DEVICES:
+        device = _DLPACK_DEVICE_NAMES.get(int(device_type), f"DLPack device type "
+                                                             f"{int(device_type)}")
+        raise ValueError(f"{name} is a {type(value).__name__} on device {device}:{device_id}; "
+                         f"cconv computes on the CPU: move it to host memory first")
+    try:
+        return np.from_dlpack(value)
+    except (BufferError, TypeError, RuntimeError, ValueError) as exc:
+        raise TypeError(f"{name} ({type(value).__name__}) could not be exported through "
+                        f"DLPack: {exc}") from None
+
+
+def as_float_array(value, name):
+    """``numpy.asarray(value)`` with a dtype check that names the argument.
+
+    Any object with ``__dlpack__`` (a PyTorch CPU tensor, a JAX or CuPy array, ...) is
+    viewed through DLPack without a copy; one on a GPU is a ValueError naming its device.
+    """
+    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
+        arr = _from_dlpack(value, name)
+    else:
+        try:
+            arr = np.asarray(value)
+        except Exception as exc:  # ragged lists and the like
+            raise TypeError(f"{name} could not be converted to an array: {exc}") from None
     check_dtype(arr.dtype, name)
     return arr
 
@@ -295,7 +351,7 @@ def _cache_key(args):
 
 def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1,
                   layout="NCHW", weight_layout="OIHW", dtype=np.float32,
-                  x_name="x", w_name="weight"):
+                  padding_mode="zeros", padding_value=0.0, x_name="x", w_name="weight"):
     """Validate a forward convolution problem and return its ``ConvGeometry``.
 
     Results are remembered per argument combination (the same arguments always give the
@@ -305,7 +361,7 @@ def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1
     ----------
     x_shape, w_shape : sequence of int
         Input shape in ``layout`` order and weight shape in ``weight_layout`` order.
-    stride, padding, dilation, groups, layout, weight_layout
+    stride, padding, dilation, groups, layout, weight_layout, padding_mode, padding_value
         As in :func:`cconv.conv2d`.
     dtype : dtype
         The compute dtype (float32 or float64).
@@ -318,7 +374,7 @@ def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1
     """
     dtype = np.dtype(dtype)
     args = (x_shape, w_shape, stride, padding, dilation, groups, layout, weight_layout,
-            dtype, x_name, w_name)
+            padding_mode, padding_value, dtype, x_name, w_name)
     try:
         key = _cache_key(args[:-3] + (dtype.str,) + args[-2:])  # a dtype's repr is slow
         geom = _GEOMETRY_CACHE.get(key)
@@ -333,7 +389,7 @@ def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1
 
 
 def _make_geometry(x_shape, w_shape, stride, padding, dilation, groups, layout, weight_layout,
-                   dtype, x_name, w_name):
+                   padding_mode, padding_value, dtype, x_name, w_name):
     check_choice(layout, "layout", LAYOUTS)
     check_choice(weight_layout, "weight_layout", WEIGHT_LAYOUTS)
     x_shape = check_shape4(x_shape, x_name)
@@ -373,14 +429,50 @@ def _make_geometry(x_shape, w_shape, stride, padding, dilation, groups, layout, 
     # every pass depends on it only through that fact: cap it at the padded size, so no plan
     # iterates over (or multiplies by) an absurd stride.
     stride = tuple(min(s, size + lo + hi) for s, size, (lo, hi) in zip(stride, (H, W), pads))
+    padding_mode, padding_value = check_padding_mode(padding_mode, padding_value, pads, (H, W),
+                                                     padding)
     geom = ConvGeometry(N=N, C=C, H=H, W=W, K=K, R=R, S=S, stride=stride, dilation=dilation,
                         pads=pads, groups=groups, layout=layout, weight_layout=weight_layout,
-                        dtype=np.dtype(dtype))
+                        dtype=np.dtype(dtype), padding_mode=padding_mode,
+                        padding_value=padding_value)
     _check_product((N, K, geom.OH, geom.OW), "the output")
     # Blocked buffers pad channels and the image; bound them too (loosely, x4 + margins).
     _check_product((max(N, 1), C + 64, H + sum(pads[0]) + 1, W + sum(pads[1]) + 1, 4),
                    "the padded input buffer")
     return geom
+
+
+def check_padding_mode(padding_mode, padding_value, pads, spatial, padding):
+    """``(padding_mode, padding_value)`` normalised, or an error naming what is wrong.
+
+    A constant of zero is the "zeros" mode (the kernels' own padding).  A mode that reads
+    the input beyond its far edge needs the input to be large enough: "reflect" padding
+    must be smaller than the size (PyTorch's rule), "circular" at most the size.
+    "symmetric" and "replicate" accept any padding (the mirror repeats, as ``numpy.pad``).
+    """
+    check_choice(padding_mode, "padding_mode", PADDING_MODES)
+    if not isinstance(padding_value, numbers.Real) or isinstance(padding_value,
+                                                                  (bool, np.bool_)):
+        raise TypeError(f"padding_value must be a real number, got {padding_value!r}")
+    padding_value = float(padding_value)
+    if padding_mode == "zeros" and padding_value != 0:
+        raise ValueError(f"padding_value={padding_value!r} applies only to "
+                         f"padding_mode='constant', got padding_mode='zeros'")
+    if padding_mode in ("reflect", "symmetric", "replicate", "circular") and padding_value:
+        raise ValueError(f"padding_value={padding_value!r} applies only to "
+                         f"padding_mode='constant', got padding_mode={padding_mode!r}")
+    if padding_mode == "constant" and padding_value == 0:
+        padding_mode = "zeros"
+    if padding_mode == "zeros" or pads == ((0, 0), (0, 0)):
+        return "zeros", 0.0
+    for axis, size, (lo, hi) in zip(("height", "width"), spatial, pads):
+        limit = {"reflect": size - 1, "circular": size}.get(padding_mode)
+        if limit is not None and max(lo, hi) > limit:
+            rule = "smaller than" if padding_mode == "reflect" else "at most"
+            raise ValueError(f"padding_mode={padding_mode!r} needs padding {rule} the input "
+                             f"size: padding={padding!r} gives {(lo, hi)} along {axis}, "
+                             f"where the input has size {size}")
+    return padding_mode, padding_value
 
 
 # -- the other arguments of a call ----------------------------------------------------------
@@ -439,11 +531,13 @@ def check_need(need):
 
 
 def make_transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_padding, dilation,
-                        groups, layout, weight_layout, output_shape):
+                            groups, layout, weight_layout, output_shape, padding_mode="zeros"):
     """The geometry of the convolution that ``conv_transpose2d`` transposes.
 
     Returns ``(geom, extra)``: ``extra`` = (rows, cols) of zeros the transposed
     conv's input lacks at the bottom/right when ``output_padding >= stride``.
+    ``padding_mode`` is that convolution's: the transposed convolution is its adjoint, which
+    for "constant" is the adjoint of its linear part, the "zeros" convolution.
     """
     check_choice(layout, "layout", LAYOUTS)
     check_choice(weight_layout, "weight_layout", WEIGHT_LAYOUTS)
@@ -452,11 +546,14 @@ def make_transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_
     N, Cin, H, W = _from_layout(x_shape, layout)
     stride_p = normalize_pair(stride, "stride", minimum=1)
     dilation_p = normalize_pair(dilation, "dilation", minimum=1)
-    pads = normalize_padding(padding, allow_same=False)
     if weight_layout == "OIHW":
         _, kg, R, S = w_shape
     else:
         R, S, kg, _ = w_shape
+    pads = normalize_padding(padding, allow_same=False)
+    check_choice(padding_mode, "padding_mode", PADDING_MODES)
+    if padding_mode == "constant":
+        padding_mode = "zeros"
     groups = check_groups(groups)
     base = [transpose_output_size(size, k, s, d, lo, hi)
             for size, s, (lo, hi), d, k in zip((H, W), stride_p, pads, dilation_p, (R, S))]
@@ -482,7 +579,7 @@ def make_transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_
     fwd_x = _to_layout((N, kg * groups, out_hw[0], out_hw[1]), layout)
     geom = make_geometry(fwd_x, w_shape, stride=stride_p, padding=pads, dilation=dilation_p,
                          groups=groups, layout=layout, weight_layout=weight_layout, dtype=dtype,
-                         x_name="output_shape", w_name="weight")
+                         padding_mode=padding_mode, x_name="output_shape", w_name="weight")
     if geom.K != Cin:
         raise ValueError(f"weight has {geom.K} input channels but x has {Cin}")
     return geom, (geom.OH - H, geom.OW - W)
