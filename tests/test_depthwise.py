@@ -55,16 +55,58 @@ def _from(a, layout):
     return a.transpose(0, 3, 1, 2) if layout == "NHWC" else a
 
 
-def test_registered_for_depthwise_shapes_only():
+def test_registered_for_few_channels_per_group_only():
     dw = make_geometry((1, 8, 6, 6), (16, 1, 3, 3), groups=8)
-    dense = make_geometry((1, 8, 6, 6), (16, 8, 3, 3))
+    rgb = make_geometry((1, 3, 6, 6), (16, 3, 3, 3))
     grouped = make_geometry((1, 8, 6, 6), (16, 2, 3, 3), groups=4)
-    assert REGISTRY["depthwise"].why_not(dw, "forward") is None
-    for geom in (dense, grouped):
-        assert "one input channel per group" in REGISTRY["depthwise"].why_not(geom, "forward")
-    with pytest.raises(ValueError, match="one input channel per group"):
+    dense = make_geometry((1, 8, 6, 6), (16, 8, 3, 3))
+    grouped5 = make_geometry((1, 10, 6, 6), (4, 5, 3, 3), groups=2)
+    for geom in (dw, rgb, grouped):
+        assert REGISTRY["depthwise"].why_not(geom, "forward") is None
+    for geom in (dense, grouped5):
+        assert "at most 4 input channels per group" in REGISTRY["depthwise"].why_not(
+            geom, "forward")
+    with pytest.raises(ValueError, match="at most 4 input channels per group"):
         cconv.conv2d(np.zeros((1, 8, 6, 6), np.float32), np.zeros((16, 8, 3, 3), np.float32),
                      algo="depthwise")
+
+
+# (N, C, K, groups, H, W, R, S, stride, dilation, pads): a few input channels per group
+FEW_CHANNEL_CASES = [
+    (2, 3, 5, 1, 13, 11, 3, 3, (1, 1), (1, 1), ((1, 1), (1, 1))),      # RGB -> 5
+    (1, 3, 4, 1, 23, 21, 7, 7, (2, 2), (1, 1), ((3, 3), (3, 3))),      # conv1-like
+    (2, 8, 6, 4, 9, 10, 3, 2, (1, 2), (2, 1), ((2, 0), (1, 1))),       # Cg 2, Kg 1.5 -> 6/4
+    (1, 4, 4, 1, 12, 9, 5, 5, (1, 1), (1, 1), ((2, 2), (2, 2))),       # Cg 4
+    (3, 6, 3, 3, 7, 7, 1, 1, (2, 2), (1, 1), ((0, 0), (0, 0))),        # 1x1, Cg 2 Kg 1
+    (1, 2, 2, 1, 3, 3, 3, 3, (1, 1), (1, 1), ((0, 0), (0, 0))),        # one output pixel
+]
+
+
+@pytest.mark.parametrize("case", FEW_CHANNEL_CASES)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_few_channels_per_group_match_reference(case, layout, dtype):
+    N, C, K, groups, H, W, R, S, stride, dilation, pads = case
+    if K % groups:
+        K = groups * max(1, K // groups)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((N, C, H, W))
+    w = rng.standard_normal((K, C // groups, R, S))
+    kw = dict(stride=stride, dilation=dilation, padding=pads, groups=groups, layout=layout)
+    rkw = dict(stride=stride, dilation=dilation, pads=pads, groups=groups)
+    y_ref = ref_conv2d(x, w, **rkw)
+    gy = rng.standard_normal(y_ref.shape)
+    xl, gyl = _to(x.astype(dtype), layout), _to(gy.astype(dtype), layout)
+    y = cconv.conv2d(xl, w.astype(dtype), algo="depthwise", **kw)
+    assert_close(_from(y, layout), y_ref, dtype, what="forward")
+    dx = cconv.conv2d_backward_data(gyl, w.astype(dtype), xl.shape, algo="depthwise", **kw)
+    assert_close(_from(dx, layout), ref_backward_data(gy, w, x.shape, **rkw), dtype,
+                 what="backward_data")
+    dw = cconv.conv2d_backward_weight(gyl, xl, w.shape, algo="depthwise", **kw)
+    assert_close(dw, ref_backward_weight(gy, x, w.shape, **rkw), dtype, what="backward_weight")
+    # the same arithmetic on any thread count
+    assert np.array_equal(y, cconv.conv2d(xl, w.astype(dtype), algo="depthwise", num_threads=3,
+                                          **kw))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -47,6 +47,10 @@ TARGET_WEIGHT_JOBS = 32
 # keeps at least MIN_BAND_ROWS rows.  Small planes (MobileNet's 112x112 and below) stay whole.
 # Every output is summed the same way in any band: results do not depend on the split.
 JOBS_PER_THREAD = 4
+# The NCHW kernels fold a group's input channels into each output's reduction (Cg*R*S taps
+# in registers), refilling the group's input bands for every output channel: worth it for a
+# few channels per group, where the direct kernel's channel vectors would be mostly empty.
+MAX_CHANNELS_PER_GROUP = 4
 BAND_BYTES = 512 * 1024
 MIN_BAND_ROWS = 16
 
@@ -113,7 +117,7 @@ class _NchwLayout:
         ``bytes_per_row``: bytes of band buffer per output row (input rows per output row
         times the buffer's row length)."""
         rows = out_rows
-        if nthreads > 1 and planes < JOBS_PER_THREAD * nthreads:
+        if nthreads > 1 and 0 < planes < JOBS_PER_THREAD * nthreads:
             rows = -(-out_rows // -(-JOBS_PER_THREAD * nthreads // planes))
         rows = min(rows, BAND_BYTES // max(1, bytes_per_row))
         rows = _round_up(max(rows, MIN_BAND_ROWS), nr)
@@ -124,9 +128,11 @@ class _NchwLayout:
         g = self.geom
         item = g.dtype.itemsize
         band = self.band(g.N * g.K, g.OH, self.NR, nthreads,
-                         g.stride[0] * g.stride[1] * self.Wq * item)
+                         g.Cg * g.stride[0] * g.stride[1] * self.Wq * item)
         rows = self._input_rows(band)
-        return band, rows, self._input_taps(rows), g.stride[1] * rows * self.Wq
+        channel = g.stride[1] * rows * self.Wq  # one input channel's band buffer
+        taps = (np.arange(g.Cg)[:, None] * channel + self._input_taps(rows)[None, :]).ravel()
+        return band, rows, taps.astype(np.int64), g.Cg * channel
 
     def backward_data_band(self, nthreads):
         """(band, rows, tap offsets, scratch elements per thread) of backward-data."""
@@ -142,25 +148,30 @@ class _NchwLayout:
 
     @staticmethod
     def flipped(w, geom):
-        """(C, mult*R*S): each input channel's filters rotated by 180 degrees."""
+        """(C, Kg*R*S): each input channel's filters (one per output channel of its group)
+        rotated by 180 degrees."""
         g = geom
-        return np.ascontiguousarray(
-            w[:, 0, ::-1, ::-1].reshape(g.C, g.Kg * g.R * g.S))
+        per_group = w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S)[..., ::-1, ::-1]
+        return np.ascontiguousarray(per_group.transpose(0, 2, 1, 3, 4)).reshape(
+            g.C, g.Kg * g.R * g.S)
 
 
 class DepthwiseConvolution(Algorithm):
-    """Depthwise convolution of one geometry: ``groups == C`` (a one-channel input counts),
-    any multiplier, stride, dilation and padding, NCHW or NHWC."""
+    """Depthwise and few-channel convolution of one geometry: at most
+    ``MAX_CHANNELS_PER_GROUP`` input channels per group (``groups == C`` is depthwise; a
+    one- or three-channel image filtered by a bank of filters counts), any multiplier,
+    stride, dilation and padding, NCHW or NHWC."""
 
     name = "depthwise"
 
     @classmethod
     def why_not(cls, geom, op):
-        """None when every group has one input channel (depthwise layers, and one-channel
-        inputs filtered by a bank of K filters), else the reason."""
-        if geom.Cg != 1:
-            return (f"the depthwise kernels need one input channel per group (groups == C), "
-                    f"got {geom.Cg} channels per group")
+        """None when every group has at most ``MAX_CHANNELS_PER_GROUP`` input channels
+        (depthwise layers, filter banks over one- to four-channel images), else the
+        reason."""
+        if geom.Cg > MAX_CHANNELS_PER_GROUP:
+            return (f"the depthwise kernels take at most {MAX_CHANNELS_PER_GROUP} input "
+                    f"channels per group, got {geom.Cg}")
         return None
 
     def __init__(self, geom):
@@ -173,8 +184,11 @@ class DepthwiseConvolution(Algorithm):
     # -- helpers ---------------------------------------------------------------------------
 
     def _nhwc(self, *arrays):
-        """True when the channel-vector kernels apply: multiplier 1 and NHWC memory."""
-        return self.geom.Kg == 1 and all(memory_layout(a) == "NHWC" for a in arrays)
+        """True when the channel-vector kernels apply: depthwise with multiplier 1, NHWC
+        memory."""
+        g = self.geom
+        return (g.Cg == 1 and g.Kg == 1
+                and all(memory_layout(a) == "NHWC" for a in arrays))
 
     def _tap_major_weight(self, w):
         """(K, 1, R, S) -> (R, S, K) contiguous, the NHWC kernels' weight."""
@@ -219,8 +233,9 @@ class DepthwiseConvolution(Algorithm):
             return
         band, rows, taps, scratch = lay.forward_band(nthreads)
         self._run_nchw(kernels.forward_nchw, x, w.reshape(g.K, -1), y, b, alpha, beta, taps,
-                       (g.stride[0], g.stride[1], g.pads[0][0], g.pads[1][0], rows, lay.Wq,
-                        lay.NR, lay.NV, band), self._scratch(scratch, nthreads), nthreads)
+                       (g.groups, g.stride[0], g.stride[1], g.pads[0][0], g.pads[1][0], rows,
+                        lay.Wq, lay.NR, lay.NV, band), self._scratch(scratch, nthreads),
+                       nthreads)
 
     def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
@@ -239,9 +254,9 @@ class DepthwiseConvolution(Algorithm):
             return
         band, rows, taps, scratch = lay.backward_data_band(nthreads)
         self._run_nchw(kernels.backward_data_nchw, dy, lay.flipped(w, g), dx, b, alpha, beta,
-                       taps, (g.stride[0], g.stride[1], lay.base_h, lay.base_w, rows, lay.Wb,
-                              lay.NR_bd, lay.NV_bd, band), self._scratch(scratch, nthreads),
-                       nthreads)
+                       taps, (g.groups, g.stride[0], g.stride[1], lay.base_h, lay.base_w, rows,
+                              lay.Wb, lay.NR_bd, lay.NV_bd, band),
+                       self._scratch(scratch, nthreads), nthreads)
 
     def _weight_splits(self):
         g = self.geom
@@ -264,18 +279,18 @@ class DepthwiseConvolution(Algorithm):
             total = partial.sum(axis=0)  # the splits in a fixed order
             return np.ascontiguousarray(total.T, g.dtype).reshape(g.K, 1, g.R, g.S)
         lay = self._nchw
-        grad = np.empty((g.K, RS), np.float64)
+        grad = np.empty((g.K, g.Cg * RS), np.float64)
         kernels.backward_weight_nchw(np.ascontiguousarray(dy), np.ascontiguousarray(x), grad,
-                                     lay.tap_off, g.stride[0], g.stride[1], g.pads[0][0],
-                                     g.pads[1][0], lay.rows, lay.Wq, lay.Dq,
+                                     lay.tap_off, g.groups, g.stride[0], g.stride[1],
+                                     g.pads[0][0], g.pads[1][0], lay.rows, lay.Wq, lay.Dq,
                                      self._scratch(lay.weight_scratch, nthreads), nthreads)
-        return grad.astype(g.dtype).reshape(g.K, 1, g.R, g.S)
+        return grad.astype(g.dtype).reshape(g.K, g.Cg, g.R, g.S)
 
     def workspace_bytes(self, op, nthreads):
         """Scratch of one call in the geometry's own layout (contiguous operands)."""
         g, lay = self.geom, self._nchw
         item = g.dtype.itemsize
-        nhwc = g.layout == "NHWC" and g.Kg == 1
+        nhwc = g.layout == "NHWC" and g.Kg == 1 and g.Cg == 1
         taps = 2 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) list per thread
         if op == "forward":
             return int(nthreads * (taps if nhwc else lay.forward_band(nthreads)[3] * item))
@@ -283,7 +298,7 @@ class DepthwiseConvolution(Algorithm):
             if nhwc:
                 return int(nthreads * taps + g.R * g.S * g.C * item)
             return int(nthreads * lay.backward_data_band(nthreads)[3] * item
-                       + g.K * g.R * g.S * item)
+                       + g.K * g.Cg * g.R * g.S * item)
         if nhwc:
             return int(self._weight_splits() * g.R * g.S * g.C * item)
-        return int(nthreads * lay.weight_scratch * item + g.K * g.R * g.S * 8)
+        return int(nthreads * lay.weight_scratch * item + g.K * g.Cg * g.R * g.S * 8)
