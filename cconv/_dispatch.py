@@ -21,6 +21,7 @@ import numpy as np
 
 from . import _find_cache
 from .algorithms import ALGORITHMS, OPS, implementation, usable, why_not
+from .algorithms.gemm import pointwise
 
 AlgoResult = collections.namedtuple("AlgoResult", ["algo", "time_ms", "workspace_bytes"])
 
@@ -130,9 +131,9 @@ def heuristic(geom, op):
     """
     geom = geom.kernel_geometry  # what the algorithms run (padding modes pad beforehand)
     candidates = usable(geom, op)
-    if "depthwise" in candidates:
+    if "depthwise" in candidates and geom.Cg == 1:
         return "depthwise"
-    if "gemm" in candidates:
+    if pointwise(geom):  # unpadded 1x1: BLAS on the activations in place
         return "gemm"
     if "winograd" in candidates:
         channels, pixels = min(geom.Cg, geom.Kg), geom.OH * geom.OW

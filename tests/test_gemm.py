@@ -1,5 +1,6 @@
-"""The GEMM algorithm (algo="gemm"): unpadded 1x1 convolutions (any stride, groups, layout)
-on NumPy's BLAS, against the reference."""
+"""The GEMM algorithm (algo="gemm") on its direct path: unpadded 1x1 convolutions (any
+stride, groups, layout) as plain BLAS products, against the reference.  Every other shape
+(chunked im2col) is tested in test_gemm_any_shape.py."""
 
 import numpy as np
 import pytest
@@ -88,13 +89,21 @@ def test_gemm_out_alpha_beta_in_place(beta):
     _close(out, 0.5 * ref_conv2d(x, wt) + beta * old, np.float32)
 
 
-@pytest.mark.parametrize("kw,reason", [(dict(padding=1), "padding")])
-def test_gemm_refuses_other_shapes(kw, reason):
-    x = np.ones((1, 2, 6, 6), np.float32)
-    with pytest.raises(ValueError, match=reason):
-        cconv.conv2d(x, np.ones((3, 2, 1, 1), np.float32), algo="gemm", **kw)
-    with pytest.raises(ValueError, match="1x1"):
-        cconv.conv2d(x, np.ones((3, 2, 3, 3), np.float32), algo="gemm")
+@pytest.mark.parametrize("w_shape, kw", [((3, 2, 1, 1), dict(padding=1)),
+                                         ((3, 2, 3, 3), dict()),
+                                         ((4, 1, 2, 2), dict(groups=2, dilation=2))])
+def test_gemm_runs_shapes_beyond_unpadded_1x1(w_shape, kw):
+    from cconv._geometry import make_geometry
+    from cconv.algorithms.gemm import pointwise
+    x = np.random.default_rng(2).standard_normal((1, 2, 6, 6))
+    w = np.random.default_rng(3).standard_normal(w_shape)
+    geom = make_geometry(x.shape, w.shape, **kw)
+    assert not pointwise(geom)
+    assert cconv.algorithms.REGISTRY["gemm"].why_not(geom, "forward") is None
+    pads = ((kw.get("padding", 0),) * 2,) * 2
+    want = ref_conv2d(x, w, pads=pads, dilation=kw.get("dilation", 1),
+                      groups=kw.get("groups", 1))
+    _close(cconv.conv2d(x, w, algo="gemm", **kw), want, np.float64)
 
 
 def test_auto_uses_gemm_for_unpadded_1x1_layers():
@@ -104,5 +113,9 @@ def test_auto_uses_gemm_for_unpadded_1x1_layers():
         geom = make_geometry((2, 64, 14, 14), (32, 64, 1, 1), stride=stride)
         for op in ("forward", "backward_data", "backward_weight"):
             assert cconv._dispatch.heuristic(geom, op) == "gemm"
+    # gemm runs every shape, but auto keeps it to the shapes it was measured on
     padded = make_geometry((2, 64, 14, 14), (32, 64, 1, 1), padding=1)
     assert cconv._dispatch.heuristic(padded, "forward") == "direct"
+    three = make_geometry((2, 8, 14, 14), (8, 8, 3, 3), padding=1)
+    for op in ("forward", "backward_data", "backward_weight"):
+        assert cconv._dispatch.heuristic(three, op) != "gemm"

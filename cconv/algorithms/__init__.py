@@ -11,8 +11,11 @@ algorithm      module (+ schedule)        kernels (``cconv/_kernels``)
                + direct_schedule.py
 ``winograd``   winograd.py                _layout.pyx, _winograd.pyx.tp, which includes
                + winograd_schedule.py     _winograd_gemm.pxi.tp, _winograd_transforms.pxi.tp
-``gemm``       gemm.py                    _tiles.pyx.tp (the same tiles, roles exchanged)
-``depthwise``  depthwise.py               _depthwise.pyx.tp (row- and channel-vector loops)
+``gemm``       gemm.py + gemm_schedule.py none: NumPy's BLAS (``numpy.matmul``) on the
+               + im2col.py                activations in place (1x1) or on bounded im2col
+                                          chunks (every other shape)
+``depthwise``  depthwise.py               _depthwise.pyx.tp (row- and channel-vector loops;
+                                          depthwise and few-channel groups)
 =============  =========================  ==============================================
 
 The registry order is the order of preference when a shape could use several and no

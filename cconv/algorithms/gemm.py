@@ -1,7 +1,8 @@
-"""The GEMM algorithm: an unpadded 1x1 convolution is a matrix product, done by NumPy's BLAS.
+"""The GEMM algorithm: every convolution as matrix products done by NumPy's BLAS.
 
-With ``X`` the input's pixels (a stride > 1 first takes every stride-th pixel) and ``W`` the
-(K, C) weight of a group:
+**Unpadded 1x1 convolutions** are matrix products as they stand.  With ``X`` the input's
+pixels (a stride > 1 first takes every stride-th pixel) and ``W`` the (K, C) weight of a
+group:
 
 * NCHW memory: per image and group ``Y[k, :] = W @ X[c, :]`` over the flattened pixels, one
   batched ``numpy.matmul`` reading and writing the planes in place;
@@ -14,27 +15,110 @@ threaded BLAS splits a long reduction differently for another thread count, and 
 must not depend on it.  BLAS measured faster than the tile kernels on these shapes (NumPy's
 OpenBLAS on an AMD EPYC Zen 4: 77 GFLOP/s on 1 thread and 138 on 2 for 8x64x56x56 -> 256,
 where the direct kernel ran 34 and 52 and PyTorch 67 and 83).
+
+**Every other shape** (any kernel, stride, dilation, padding, groups) goes through im2col in
+bounded chunks (``im2col``, ``gemm_schedule``): for a chunk of output pixels the columns
+(every input value each pixel reads, from a zero-padded copy of the chunk's input window)
+are built with one strided NumPy copy, then one batched matmul per chunk does every group:
+
+* forward ``Y = W @ X`` per chunk, written into the output;
+* backward-data ``X = W^T @ dY`` per chunk, then col2im adds each tap's rows onto the
+  zero-padded input gradient, which is cropped into the result;
+* backward-weight ``dW = sum over chunks of dY @ X^T``.
+
+Each chunk's work runs on one Python thread with BLAS on one thread, up to ``num_threads``
+chunks at once (NumPy releases the GIL in its copies, adds and products, so im2col and
+col2im run in parallel too), and whatever is summed over chunks (the weight gradient, the
+input gradient where chunks' windows overlap) is added in chunk order.  The chunks depend
+on the shape only, so every pass gives the same bits at any thread count; a threaded BLAS
+would not (OpenBLAS blocks a product's reduction differently on one thread and on two).
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar, cast
+
 import numpy as np
+import numpy.typing as npt
 
 from .. import _blas
-from .base import Algorithm, memory_layout
+from . import gemm_schedule
+from .base import Algorithm, TransformedWeight, memory_layout
+from .gemm_schedule import Chunk, ChunkPlan
+from .im2col import ColumnLayout, Scratch
+
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry
+
+Array = npt.NDArray[Any]
+T = TypeVar("T")
 
 # Pixels per piece of the NHWC weight-gradient reduction (at most 64 pieces): each piece is
 # one single-threaded BLAS product; the pieces are fixed by the shape and added in order.
 WEIGHT_CHUNK_PIXELS = 4096
 
 
-def _epilogue(result, dst, bias, alpha, beta):
-    """``dst = alpha * (result + bias) + beta * dst`` (``beta == 0`` never reads ``dst``);
-    ``result`` and ``dst`` in the same logical order, ``bias`` along axis 1."""
+# NaN and Inf in the operands are data, propagated as the definition says (0 * Inf = NaN
+# included): NumPy's floating-point warnings about them would only be noise, and the
+# other algorithms (compiled kernels) give none.
+_QUIET: dict[str, Any] = dict(invalid="ignore", over="ignore")
+
+
+# _blas and base carry no annotations: these typed wrappers keep this module strictly typed.
+def _blas_threads(n: int) -> AbstractContextManager[None]:
+    return cast("AbstractContextManager[None]", _blas.threads(n))
+
+
+def _quietly(work: Callable[[Any], T]) -> Callable[[Any], T]:
+    """``work`` under :data:`_QUIET` on whichever thread runs it (pool threads do not
+    inherit the caller's ``numpy.errstate``)."""
+    def quiet(item: Any) -> T:
+        with np.errstate(**_QUIET):
+            return work(item)
+
+    return quiet
+
+
+def _ordered_sum(pieces: Iterable[Any], product: Callable[[Any], Array], nthreads: int) -> Array:
+    return cast(Array, _blas.ordered_sum(pieces, _quietly(product), nthreads))  # type: ignore[no-untyped-call]
+
+
+def _memory_layout(array: Array) -> str | None:
+    return cast("str | None", memory_layout(array))  # type: ignore[no-untyped-call]
+
+
+def pointwise(geom: ConvGeometry) -> bool:
+    """True when ``geom`` is an unpadded 1x1 convolution: plain matrix products, no columns.
+
+    Parameters
+    ----------
+    geom : ConvGeometry
+
+    Returns
+    -------
+    bool
+    """
+    return (geom.R, geom.S) == (1, 1) and geom.pads == ((0, 0), (0, 0))
+
+
+def _scale_in_place(result: Array, bias: Array | None, alpha: float) -> None:
+    """``result = alpha * (result + bias)``, ``bias`` along axis 1."""
     if bias is not None:
         result += bias.reshape((1, -1) + (1,) * (result.ndim - 2))
     if alpha != 1:
         result *= alpha
+
+
+def _epilogue(result: Array, dst: Array, bias: Array | None, alpha: float,
+              beta: float) -> None:
+    """``dst = alpha * (result + bias) + beta * dst`` (``beta == 0`` never reads ``dst``);
+    ``result`` and ``dst`` in the same logical order, ``bias`` along axis 1."""
+    _scale_in_place(result, bias, alpha)
     if beta == 0:
         dst[...] = result
     else:
@@ -42,40 +126,271 @@ def _epilogue(result, dst, bias, alpha, beta):
         dst += result
 
 
+def _region(chunk: Chunk) -> tuple[slice, slice, slice, slice]:
+    """The index of a chunk's pixels in a logical (N, C, H, W) output."""
+    return (slice(*chunk.images), slice(None), slice(*chunk.rows), slice(*chunk.cols))
+
+
+# The Python threads that run chunks, made on first use (idle threads cost nothing).
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _each_chunk(chunks: Iterable[Chunk], work: Callable[[Chunk], T],
+                add: Callable[[Chunk, T], None] | None, nthreads: int) -> None:
+    """``work(chunk)`` for every chunk, up to ``nthreads`` at once in Python threads (NumPy
+    releases the GIL in its copies, adds and ``matmul``), BLAS on one thread; then
+    ``add(chunk, result)`` in chunk order on the calling thread.
+
+    Chunks go in waves of ``nthreads``; only the order of ``add`` calls matters to the
+    result, and it is the chunks' order whatever the thread count.
+    """
+    global _pool
+    quiet = _quietly(work)
+    chunks = iter(chunks)
+    with _blas_threads(1):
+        while wave := list(itertools.islice(chunks, nthreads)):
+            if len(wave) == 1:
+                results = [quiet(wave[0])]
+            else:
+                with _pool_lock:
+                    if _pool is None:
+                        _pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+                                                   thread_name_prefix="cconv-gemm")
+                results = list(_pool.map(quiet, wave))
+            if add is not None:
+                for chunk, result in zip(wave, results):
+                    add(chunk, result)
+
+
+class ChunkedGemm:
+    """im2col + GEMM in bounded chunks for one geometry: any kernel, stride, dilation,
+    padding, groups and layout (``GemmConvolution`` uses it beyond unpadded 1x1 kernels).
+
+    Every chunk's work (columns, one single-threaded batched matmul, col2im) runs on one
+    Python thread, up to ``nthreads`` chunks at once; whatever is summed over chunks is
+    added in chunk order on the calling thread.
+
+    Parameters
+    ----------
+    geom : ConvGeometry
+        The (zero-padding) convolution; its ``layout`` picks the orientation of the
+        column buffers (pixel-major for NHWC).
+    """
+
+    def __init__(self, geom: ConvGeometry) -> None:
+        self.geom = geom
+        self.layout = ColumnLayout(geom, geom.layout == "NHWC")
+
+    def plan(self) -> ChunkPlan:
+        """The chunks every pass runs, under the budget in force now.
+
+        Returns
+        -------
+        ChunkPlan
+        """
+        budget = gemm_schedule.pass_budget(self.geom, gemm_schedule.CHUNK_BUDGET_BYTES)
+        return gemm_schedule.plan(self.geom, budget)
+
+    def _scratch(self, local: threading.local) -> Scratch:
+        """The calling thread's buffers for this call."""
+        scratch = getattr(local, "scratch", None)
+        if scratch is None:
+            scratch = local.scratch = Scratch(self.geom.dtype)
+        return cast(Scratch, scratch)
+
+    def _columns(self, x: Array, chunk: Chunk, scratch: Scratch) -> tuple[Array, Array]:
+        """im2col of ``x`` for ``chunk``: the (taps, matrix) views of its column buffer."""
+        taps, columns = self.layout.columns(chunk, scratch)
+        self.layout.fill_columns(taps, self.layout.input_window(x, chunk, scratch))
+        return taps, columns
+
+    def forward(self, x: Array, w: Array, bias: Array | None, y: Array, alpha: float,
+                beta: float, nthreads: int) -> None:
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (logical NCHW views).
+
+        Parameters
+        ----------
+        x, w, bias, y, alpha, beta, nthreads
+            As :meth:`Algorithm.forward`.
+        """
+        lay, local = self.layout, threading.local()
+        if np.may_share_memory(x, y):  # later chunks must read the input as it was
+            x = x.copy()
+        wm = lay.weight_matrix(w)
+
+        def work(chunk: Chunk) -> None:  # chunks write disjoint parts of y
+            scratch = self._scratch(local)
+            _, columns = self._columns(x, chunk, scratch)
+            dst = y[_region(chunk)]
+            in_place = lay.matrix_view(dst) if beta == 0 else None
+            if in_place is not None:  # BLAS writes the output itself
+                np.matmul(wm, columns, out=in_place)
+                _scale_in_place(dst, bias, alpha)
+                return
+            block, matrix = lay.product(chunk, self.geom.K, scratch)
+            np.matmul(wm, columns, out=matrix)
+            _epilogue(block, dst, bias, alpha, beta)
+
+        _each_chunk(self.plan(), work, None, nthreads)
+
+    def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                      nthreads: int, bias: Array | None = None) -> None:
+        """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW).
+
+        A chunk of whole images col2im's into their own zero-padded gradient and writes
+        their part of ``dx``; chunks within an image col2im into their own windows, which
+        are then added onto the image's padded gradient in chunk order.
+
+        Parameters
+        ----------
+        dy, w, dx, alpha, beta, nthreads, bias
+            As :meth:`Algorithm.backward_data`.
+        """
+        g, lay, local = self.geom, self.layout, threading.local()
+        if np.may_share_memory(dy, dx):
+            dy = dy.copy()
+        wt = lay.weight_matrix(w).transpose(0, 2, 1)
+        (pt, pb), (pl, pr) = g.pads
+        padded_shape = (g.C, g.H + pt + pb, g.W + pl + pr)
+        plan = self.plan()
+
+        def finish(padded: Array, images: tuple[int, int]) -> None:
+            _epilogue(padded[:, :, pt:pt + g.H, pl:pl + g.W], dx[slice(*images)], bias, alpha,
+                      beta)
+
+        def work(chunk: Chunk) -> Array | None:
+            scratch = self._scratch(local)
+            taps, columns = lay.columns(chunk, scratch)
+            np.matmul(wt, lay.as_matrix(dy[_region(chunk)], chunk, scratch), out=columns)
+            (r0, r1), (c0, c1) = lay.window_spans(chunk)
+            n = chunk.images[1] - chunk.images[0]
+            if plan.whole_images:
+                padded = lay.image(scratch, "padded", (n,) + padded_shape, zero=True)
+                lay.scatter_columns(taps, padded[:, :, r0:r1, c0:c1])
+                finish(padded, chunk.images)
+                return None
+            window = lay.zeros((n, g.C, r1 - r0, c1 - c0))  # added on the calling thread
+            lay.scatter_columns(taps, window)
+            return window
+
+        if plan.whole_images:
+            _each_chunk(plan, work, None, nthreads)
+            return
+        padded = lay.zeros((1,) + padded_shape)  # the padded gradient of one image
+
+        def add(chunk: Chunk, window: Array | None) -> None:
+            (r0, r1), (c0, c1) = lay.window_spans(chunk)
+            padded[:, :, r0:r1, c0:c1] += window
+            if chunk.rows[1] == g.OH and chunk.cols[1] == g.OW:  # the image's last chunk
+                finish(padded, chunk.images)
+                padded[...] = 0
+
+        _each_chunk(plan, work, add, nthreads)
+
+    def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
+        """The weight gradient as a new contiguous (K, C/groups, R, S) array.
+
+        Parameters
+        ----------
+        dy, x, nthreads
+            As :meth:`Algorithm.backward_weight`.
+
+        Returns
+        -------
+        ndarray
+        """
+        g, lay, local = self.geom, self.layout, threading.local()
+        total = np.zeros((g.groups, g.Kg, g.Cg * g.R * g.S), g.dtype)
+
+        def work(chunk: Chunk) -> Array:
+            _, columns = self._columns(x, chunk, self._scratch(local))
+            dym = lay.as_matrix(dy[_region(chunk)], chunk, self._scratch(local))
+            grad: Array = np.matmul(dym, columns.transpose(0, 2, 1))  # (G, K/groups, red)
+            return grad
+
+        def add(chunk: Chunk, part: Array) -> None:
+            total[...] += part
+
+        _each_chunk(self.plan(), work, add, nthreads)
+        return lay.weight_from_matrix(total)
+
+    def workspace_bytes(self, op: str, nthreads: int) -> int:
+        """Bytes one call of ``op`` allocates besides its result: per thread at work, a
+        chunk's column buffer, zero-padded input window and product (or copy of ``dy``'s
+        chunk); a reordered weight (NHWC); for backward-data the zero-padded gradient of a
+        chunk's images, or per thread the window of a chunk within an image plus the
+        image's padded gradient; for backward-weight a partial product per thread and the
+        total.
+
+        Parameters
+        ----------
+        op : {"forward", "backward_data", "backward_weight"}
+        nthreads : int
+
+        Returns
+        -------
+        int
+        """
+        g = self.geom
+        plan = self.plan()
+        if not len(plan):
+            return 0
+        lanes = min(nthreads, len(plan))
+        n, rows, cols = ColumnLayout.extent(plan.largest)
+        pixels = n * rows * cols
+        weight = g.K * g.Cg * g.R * g.S
+        reordered = weight if self.layout.pixel_major else 0
+        columns = (g.C * g.R * g.S + g.K) * pixels
+        (r0, r1), (c0, c1) = self.layout.window_spans(plan.largest)
+        window = n * g.C * (r1 - r0) * (c1 - c0)
+        padding = window if g.pads != ((0, 0), (0, 0)) else 0  # else read in place
+        if op == "forward":
+            total = lanes * (columns + padding) + reordered
+        elif op == "backward_data":
+            (pt, pb), (pl, pr) = g.pads
+            padded = n * g.C * (g.H + pt + pb) * (g.W + pl + pr)
+            if plan.whole_images:
+                total = lanes * (columns + padded) + reordered
+            else:  # a wave's windows are held until added, and the next wave's computed
+                total = lanes * (columns + 2 * window) + padded + reordered
+        else:
+            total = lanes * (columns + padding + 2 * weight) + weight + reordered
+        return int(total * g.dtype.itemsize)
+
+
 class GemmConvolution(Algorithm):
-    """Unpadded 1x1 convolution (any stride, groups, layout) as BLAS matrix products."""
+    """Convolution as BLAS matrix products: unpadded 1x1 kernels (any stride, groups,
+    layout) directly, every other shape through chunked im2col (:class:`ChunkedGemm`)."""
 
     name = "gemm"
 
     @classmethod
-    def why_not(cls, geom, op):
-        """None if the GEMM algorithm can run ``op`` on ``geom``, else the reason."""
-        if (geom.R, geom.S) != (1, 1):
-            return f"the GEMM algorithm needs a 1x1 kernel, got {geom.R}x{geom.S}"
-        if geom.pads != ((0, 0), (0, 0)):
-            return f"the GEMM algorithm needs zero padding, got {geom.pads}"
+    def why_not(cls, geom: ConvGeometry, op: str) -> str | None:
+        """None: the GEMM algorithm runs every shape and pass."""
         return None
 
-    def __init__(self, geom):
-        super().__init__(geom)
+    def __init__(self, geom: ConvGeometry) -> None:
+        super().__init__(geom)  # type: ignore[no-untyped-call]
         self._strided = tuple(geom.stride) != (1, 1)
+        self._chunked = None if pointwise(geom) else ChunkedGemm(geom)
 
-    def _pixels(self, x):
+    def _pixels(self, x: Array) -> Array:
         """The input pixels the 1x1 kernel reads (every stride-th one), as a logical NCHW
         array whose memory is contiguous in the order of ``x``'s."""
         if not self._strided:
             return x
         sh, sw = self.geom.stride
         sub = x[:, :, ::sh, ::sw]
-        if memory_layout(x) == "NHWC":
+        if _memory_layout(x) == "NHWC":
             return np.ascontiguousarray(sub.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
         return np.ascontiguousarray(sub)
 
-    def _weight(self, w):
+    def _weight(self, w: Array) -> Array:
         g = self.geom
         return w.reshape(g.groups, g.Kg, g.Cg)
 
-    def _product(self, src, w, transpose, nthreads):
+    def _product(self, src: Array, w: Array, transpose: bool, nthreads: int) -> Array:
         """``W @ src`` (``W^T @ src`` when ``transpose``) per group and pixel, for a logical
         NCHW ``src`` of contiguous NCHW or NHWC memory; a new logical NCHW array."""
         g = self.geom
@@ -84,8 +399,8 @@ class GemmConvolution(Algorithm):
             wg = wg.transpose(0, 2, 1)
         rows_in, rows_out = wg.shape[2], wg.shape[1]
         n, _, h, wd = src.shape
-        with _blas.threads(nthreads):
-            if memory_layout(src) == "NHWC":
+        with _blas_threads(nthreads):
+            if _memory_layout(src) == "NHWC":
                 flat = src.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_in)
                 out = np.empty((n * h * wd, g.groups * rows_out), g.dtype)
                 for grp in range(g.groups):  # (P, in) @ (in, out), BLAS on strided views
@@ -93,21 +408,35 @@ class GemmConvolution(Algorithm):
                               out=out[:, grp * rows_out:(grp + 1) * rows_out])
                 return out.reshape(n, h, wd, -1).transpose(0, 3, 1, 2)
             planes = np.ascontiguousarray(src).reshape(n, g.groups, rows_in, h * wd)
-            out = np.matmul(wg[None], planes)  # (N, G, out, P)
-            return out.reshape(n, g.groups * rows_out, h, wd)
+            result: Array = np.matmul(wg[None], planes)  # (N, G, out, P)
+            return result.reshape(n, g.groups * rows_out, h, wd)
 
-    def prepare_weight(self, w, nthreads):
-        """Nothing to precompute: BLAS reads the weight as it is."""
+    def prepare_weight(self, w: Array, nthreads: int) -> TransformedWeight | None:
+        """Nothing to precompute: BLAS reads the weight as it is (or a cheap reorder)."""
         return None
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+    def forward(self, x: Array, w: Array, bias: Array | None, y: Array, alpha: float,
+                beta: float, nthreads: int, prepared: TransformedWeight | None = None) -> None:
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (logical NCHW views)."""
-        result = self._product(self._pixels(x), w, False, nthreads)
-        _epilogue(result, y, bias, alpha, beta)
+        with np.errstate(**_QUIET):
+            if self._chunked is not None:
+                self._chunked.forward(x, w, bias, y, alpha, beta, nthreads)
+                return
+            result = self._product(self._pixels(x), w, False, nthreads)
+            _epilogue(result, y, bias, alpha, beta)
 
-    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+    def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                      nthreads: int, bias: Array | None = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx``; with a stride
         only every stride-th pixel receives a product (the others get the bias alone)."""
+        with np.errstate(**_QUIET):
+            self._backward_data(dy, w, dx, alpha, beta, nthreads, bias)
+
+    def _backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                       nthreads: int, bias: Array | None) -> None:
+        if self._chunked is not None:
+            self._chunked.backward_data(dy, w, dx, alpha, beta, nthreads, bias)
+            return
         result = self._product(dy, w, True, nthreads)
         if not self._strided:
             _epilogue(result, dx, bias, alpha, beta)
@@ -117,18 +446,28 @@ class GemmConvolution(Algorithm):
         full[:, :, ::sh, ::sw] = result
         _epilogue(full, dx, bias, alpha, beta)
 
-    def backward_weight(self, dy, x, nthreads):
-        """The weight gradient ``sum_n dY_n X_n^T`` as a new (K, C/groups, 1, 1) array."""
+    def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
+        """The weight gradient ``sum_n dY_n X_n^T`` as a new (K, C/groups, R, S) array."""
+        with np.errstate(**_QUIET):
+            return self._backward_weight(dy, x, nthreads)
+
+    def _backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
+        if self._chunked is not None:
+            return self._chunked.backward_weight(dy, x, nthreads)
         g = self.geom
         xs = self._pixels(x)
         n, _, h, wd = dy.shape
-        if memory_layout(dy) == "NHWC" and memory_layout(xs) == "NHWC":
+        pieces: Iterable[Any]
+        product: Callable[[Any], Array]
+        a: Array
+        b: Array
+        if _memory_layout(dy) == "NHWC" and _memory_layout(xs) == "NHWC":
             a = dy.transpose(0, 2, 3, 1).reshape(-1, g.K)
             b = xs.transpose(0, 2, 3, 1).reshape(-1, g.C)
             step = max(WEIGHT_CHUNK_PIXELS, -(-a.shape[0] // 64))
             pieces = [slice(i, i + step) for i in range(0, a.shape[0], step)]
 
-            def product(rows):
+            def product(rows: slice) -> Array:
                 grad = np.empty((g.groups, g.Kg, g.Cg), g.dtype)
                 for grp in range(g.groups):
                     np.matmul(a[rows, grp * g.Kg:(grp + 1) * g.Kg].T,
@@ -139,14 +478,18 @@ class GemmConvolution(Algorithm):
             b = np.ascontiguousarray(xs).reshape(n, g.groups, g.Cg, h * wd)
             pieces = range(n)
 
-            def product(image):
-                return np.matmul(a[image], b[image].transpose(0, 2, 1))  # (G, Kg, Cg)
-        grad = _blas.ordered_sum(pieces, product, nthreads)
+            def product(image: int) -> Array:
+                grad: Array = np.matmul(a[image], b[image].transpose(0, 2, 1))  # (G, Kg, Cg)
+                return grad
+        grad = _ordered_sum(pieces, product, nthreads)
         return np.ascontiguousarray(grad, g.dtype).reshape(g.K, g.Cg, 1, 1)
 
-    def workspace_bytes(self, op, nthreads):
-        """Bytes besides the result: the product (then scaled into the result), the strided
-        pixels, and per-image weight-gradient products."""
+    def workspace_bytes(self, op: str, nthreads: int) -> int:
+        """Bytes besides the result: for 1x1 kernels the product (then scaled into the
+        result), the strided pixels, and per-image weight-gradient products; otherwise
+        those of :meth:`ChunkedGemm.workspace_bytes`."""
+        if self._chunked is not None:
+            return self._chunked.workspace_bytes(op, nthreads)
         g = self.geom
         item = g.dtype.itemsize
         sub = g.N * g.C * g.OH * g.OW if self._strided else 0
