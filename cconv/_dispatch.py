@@ -83,6 +83,18 @@ DEPTHWISE_MEASUREMENTS = (
 )
 
 
+# Few-channel row-vector kernels ("depthwise" with 2-4 input channels per group) / direct time
+# ratios, float32, NCHW, 2 threads, median (and min) of 7 interleaved calls on a 2-core AVX-512
+# VM (AMD EPYC Zen 4) loaded by other jobs (load average ~8: read the ratios as rough).
+# Columns: layer, forward, backward-data, backward-weight.
+FEW_CHANNEL_MEASUREMENTS = (
+    ("8x3x224x224 -> 64, 7x7 stride 2 (ResNet-50 conv1)", 0.66, 1.10, 0.43),
+    ("8x3x256x256 -> 32, 3x3", 1.62, 2.77, 1.29),
+    ("1x4x1024x1024 -> 4, 5x5", 3.33, 2.97, 1.94),
+    ("4x2x512x512 -> 2, 3x3", 5.12, 2.77, 8.93),
+)
+
+
 # GEMM (NumPy's BLAS) / direct time ratios on unpadded 1x1 layers, float32, NCHW, 8x56x56,
 # minimum and median of 15 interleaved calls in a process without PyTorch, on a 2-core
 # AVX-512 VM (AMD EPYC Zen 4, OpenBLAS SkylakeX kernels).  Columns: C -> K, threads, pass,
@@ -121,7 +133,9 @@ def heuristic(geom, op):
     The depthwise kernels wherever each group has one input channel (depthwise layers, and
     filter banks over one-channel images): they measured 1.2-8.7x the direct algorithm on
     every pass of the layers timed, except one run of the NCHW stride-2 weight gradient at
-    0.83x, which a later run put at 1.3-1.4x (:data:`DEPTHWISE_MEASUREMENTS`).
+    0.83x, which a later run put at 1.3-1.4x (:data:`DEPTHWISE_MEASUREMENTS`).  With two to
+    four input channels per group, at stride 1 only: 1.3-8.9x there, while ResNet-50's
+    stride-2 7x7 stem measured 0.43-1.1x (:data:`FEW_CHANNEL_MEASUREMENTS`).
 
     GEMM (NumPy's BLAS) for unpadded 1x1 layers, every pass: 1.0-2.4x the direct kernel on
     forward and backward-data, 1.07-1.57x on backward-weight at 1 thread but 0.72-0.89x by
@@ -131,7 +145,7 @@ def heuristic(geom, op):
     """
     geom = geom.kernel_geometry  # what the algorithms run (padding modes pad beforehand)
     candidates = usable(geom, op)
-    if "depthwise" in candidates and geom.Cg == 1:
+    if "depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1)):
         return "depthwise"
     if pointwise(geom):  # unpadded 1x1: BLAS on the activations in place
         return "gemm"

@@ -4,14 +4,19 @@ Each module keeps one library's names, argument order, array layouts and edge-ca
 semantics, and translates them into a single call to the public core API
 (``cconv.conv2d``, ``conv2d_backward_data``, ``conv2d_backward_weight``,
 ``conv2d_backward_bias``, ``conv_transpose2d``, ``plan_conv2d``, ``find_algorithms``).
-No adapter contains a convolution loop of its own: the only array work done here is
-transposing / flipping / reshaping views and (for MIOpen's bias calls) a broadcast add.
+No adapter contains a convolution loop of its own: the array work done here is transposing /
+flipping / reshaping views, boundary extension beyond what the core's padding modes accept
+(SciPy's modes repeat periodically for any kernel size), (for MIOpen's bias calls) a
+broadcast add, and one exception: ``signal`` sums 32/64-bit integer inputs exactly over the
+kernel taps in NumPy when float64 could round them (SciPy wraps such sums as integers).
 
     from cconv.compat import arrayfire   # convolve2_nn, convolve2_gradient_nn   (d0, d1, C, N)
     from cconv.compat import tensorflow  # conv2d, depthwise_conv2d_native, backprops (NHWC)
     from cconv.compat import onednn      # Graph API convolution_forward / _backward_data /
                                          #   _backward_weights
     from cconv.compat import miopen      # ConvolutionDescriptor, Find, execute with alpha/beta
+    from cconv.compat import ndimage     # scipy.ndimage.correlate / convolve (modes, origin, axes)
+    from cconv.compat import signal      # scipy.signal.convolve2d / correlate2d
 
 Padding is always resolved to explicit per-side amounts here (TensorFlow "SAME", oneDNN
 auto_pad, ...) before the core is called, so each adapter's rule is visible in its own module.
@@ -19,10 +24,10 @@ auto_pad, ...) before the core is called, so each adapter's rule is visible in i
 
 import importlib as _importlib
 
-__all__ = ["arrayfire", "tensorflow", "onednn", "miopen"]
+__all__ = ["arrayfire", "tensorflow", "onednn", "miopen", "ndimage", "signal"]
 
 
-def __getattr__(name):  # lazy submodule access: ``cconv.compat.miopen`` without importing all four
+def __getattr__(name):  # lazy submodule access: ``cconv.compat.miopen`` without importing all
     if name in __all__:
         return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

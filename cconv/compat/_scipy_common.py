@@ -1,0 +1,167 @@
+"""What the SciPy front ends share: boundary extension rules and the one core call.
+
+Both ``scipy.ndimage`` and ``scipy.signal`` filter an image whose outside is defined by a
+boundary rule.  Here that image is always a stack of single-channel planes (N, 1, H, W) filtered
+by one (R, S) kernel with explicit per-side padding, so it is one :func:`cconv.conv2d` call with
+``padding_mode``.  Where a rule asks for more padding than the core takes for that mode (a
+kernel larger than the image), the axis is extended here by index arithmetic that follows
+SciPy's rules, which stay periodic for any amount of padding, and the core gets no padding on
+that axis.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+import cconv as _cc
+
+__all__ = ["PADDING_MODES", "Pads", "core_max_pad", "correlate_planes", "extend_indices",
+           "pad_axis"]
+
+PADDING_MODES = ("zeros", "constant", "reflect", "symmetric", "replicate", "circular")
+
+Pads = Tuple[Tuple[int, int], Tuple[int, int]]
+
+# The core's functions carry no annotations; one typed name for the call made here.
+_conv2d: Callable[..., npt.NDArray[Any]] = _cc.conv2d
+
+
+def extend_indices(n: int, before: int, after: int, mode: str) -> npt.NDArray[np.intp]:
+    """Source index of every sample of an axis of ``n`` samples extended by a boundary rule.
+
+    Parameters
+    ----------
+    n : int
+        Samples on the axis; at least 1.
+    before, after : int
+        Samples added in front of and behind the axis; any non-negative amount.
+    mode : {"reflect", "symmetric", "replicate", "circular"}
+        ``"symmetric"`` repeats the edge sample (period ``2 n``), ``"reflect"`` does not
+        (period ``2 n - 2``; a single sample is repeated), ``"replicate"`` repeats the edge
+        sample forever, ``"circular"`` wraps around (period ``n``).
+
+    Returns
+    -------
+    ndarray of intp, shape (before + n + after,)
+        Entry ``i`` is the sample that extended position ``i - before`` shows.
+    """
+    if n < 1:
+        raise ValueError(f"cannot extend an axis of {n} samples by {mode!r} boundary rules")
+    j = np.arange(-before, n + after, dtype=np.intp)
+    if mode == "replicate":
+        return np.clip(j, 0, n - 1)
+    if mode == "circular":
+        return j % n
+    if mode == "symmetric":
+        k = j % (2 * n)
+        return np.where(k < n, k, 2 * n - 1 - k)
+    if mode == "reflect":
+        if n == 1:
+            return np.zeros_like(j)
+        period = 2 * n - 2
+        k = j % period
+        return np.where(k < n, k, period - k)
+    raise ValueError(f"no index rule for padding mode {mode!r}")
+
+
+def pad_axis(x: npt.NDArray[Any], axis: int, before: int, after: int, mode: str,
+             value: float = 0.0) -> npt.NDArray[Any]:
+    """``x`` extended along ``axis`` by a boundary rule (a new array).
+
+    Parameters
+    ----------
+    x : ndarray
+    axis : int
+    before, after : int
+        Samples added in front of and behind the axis.
+    mode : str
+        One of :data:`PADDING_MODES`; ``"zeros"`` and ``"constant"`` fill with ``value``.
+    value : float, optional
+        The fill of ``"constant"``.
+
+    Returns
+    -------
+    ndarray
+    """
+    if mode in ("zeros", "constant"):
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (before, after)
+        fill = 0.0 if mode == "zeros" else value
+        return np.pad(x, widths, mode="constant", constant_values=fill)
+    return np.take(x, extend_indices(x.shape[axis], before, after, mode), axis=axis)
+
+
+def core_max_pad(mode: str, n: int) -> Optional[int]:
+    """The largest padding per side that the core takes for ``mode`` on an axis of ``n``.
+
+    Parameters
+    ----------
+    mode : str
+        One of :data:`PADDING_MODES`.
+    n : int
+        Samples on the axis.
+
+    Returns
+    -------
+    int or None
+        None where any amount is taken.
+    """
+    # The core keeps PyTorch's limits for these two (reflect padding below the size, circular
+    # padding up to it); its symmetric and replicate padding take any amount.
+    if n == 0:
+        return 0
+    if mode == "reflect":
+        return n - 1
+    if mode == "circular":
+        return n
+    return None
+
+
+def correlate_planes(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pads, mode: str,
+                     value: float, num_threads: Optional[int],
+                     out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
+    """Cross-correlate every plane of ``x`` with ``kernel`` on the extended image.
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, 1, H, W)
+        float32 or float64; any strides.
+    kernel : ndarray, shape (R, S)
+        Same dtype as ``x``.
+    pads : ((top, bottom), (left, right))
+        Samples added on each side before the valid correlation.
+    mode : str
+        One of :data:`PADDING_MODES`.
+    value : float
+        The fill of ``"constant"``.
+    num_threads : int or None
+        Threads for the core call (None: cconv's setting).
+    out : ndarray, optional
+        (N, 1, H + top + bottom - R + 1, W + left + right - S + 1) of ``x``'s dtype; receives
+        the result.
+
+    Returns
+    -------
+    ndarray, shape (N, 1, OH, OW)
+        ``out`` when given.
+    """
+    pad_list = [tuple(p) for p in pads]
+    for i, axis in enumerate((2, 3)):
+        before, after = pad_list[i]
+        limit = core_max_pad(mode, x.shape[axis])
+        if limit is not None and max(before, after) > limit:
+            x = pad_axis(x, axis, before, after, mode, value)
+            pad_list[i] = (0, 0)
+    padding = (pad_list[0], pad_list[1])
+    if mode == "constant" and value == 0.0:
+        mode = "zeros"
+    kw: dict[str, Any] = {}
+    if padding != ((0, 0), (0, 0)) and mode != "zeros":
+        kw["padding_mode"] = mode
+        if mode == "constant":
+            kw["padding_value"] = value
+    return _conv2d(x, kernel[np.newaxis, np.newaxis], padding=padding, out=out,
+                   num_threads=num_threads, **kw)
