@@ -218,8 +218,16 @@ def test_auto_uses_the_depthwise_kernels_where_they_measured_faster():
         geom = make_geometry(x_shape, w_shape, padding=1, groups=groups, stride=stride)
         for op in ("forward", "backward_data", "backward_weight"):
             assert cconv._dispatch.heuristic(geom, op) == "depthwise"
-    dense = make_geometry((2, 16, 14, 14), (16, 4, 3, 3), padding=1, groups=4)
-    assert cconv._dispatch.heuristic(dense, "forward") != "depthwise"
+    # _dispatch.FEW_CHANNEL_MEASUREMENTS: 2-4 channels per group at stride 1, not stride 2
+    rgb = make_geometry((2, 3, 32, 32), (8, 3, 3, 3), padding=1)
+    grouped4 = make_geometry((2, 16, 14, 14), (16, 4, 3, 3), padding=1, groups=4)
+    for geom in (rgb, grouped4):
+        for op in ("forward", "backward_data", "backward_weight"):
+            assert cconv._dispatch.heuristic(geom, op) == "depthwise"
+    stem = make_geometry((2, 3, 32, 32), (8, 3, 7, 7), padding=3, stride=2)
+    dense = make_geometry((2, 16, 14, 14), (16, 8, 3, 3), padding=1, groups=2)
+    for geom in (stem, dense):
+        assert cconv._dispatch.heuristic(geom, "forward") != "depthwise"
 
 
 @settings(max_examples=40, deadline=None)
