@@ -19,6 +19,7 @@ Arrays are 4-D and C-contiguous as (B, H, W, L): NCHW data is (N*C, H, W, 1), NH
 
 from cython.parallel cimport prange
 from libc.stdint cimport int64_t
+from libc.string cimport memcpy
 
 ctypedef fused real:
     float
@@ -91,13 +92,9 @@ def pad_copy(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
                 out[i] = fill_r
             continue
         row = &src[b, sr, 0, 0]
-        for c in range(W):
-            if c == left:  # the image's own columns: one contiguous run
-                for i in range(run):
-                    out[left * L + i] = row[i]
-                continue
-            if left <= c < left + Ws:
-                continue
+        memcpy(&out[left * L], row, run * sizeof(real))  # the image's own columns
+        for i in range(W - Ws):  # the padding columns, left then right
+            c = i if i < left else i + Ws
             sc = col_src[c]
             for l in range(L):
                 out[c * L + l] = fill_r if sc < 0 else row[sc * L + l]
