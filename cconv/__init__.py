@@ -31,14 +31,29 @@ from ._version import __version__
 from ._config import show_config
 from ._dispatch import AlgoResult
 from .algorithms import ALGORITHMS
-from ._plan import ConvPlan, PreparedWeight, find_algorithms, plan_conv2d
+from ._plan import ConvPlan, PreparedWeight, plan_conv2d
 from ._threads import get_num_threads, set_num_threads
 from .functional import (conv2d, conv2d_backward, conv2d_backward_bias, conv2d_backward_data,
                          conv2d_backward_weight, conv_transpose2d, conv_transpose2d_backward,
                          conv_transpose2d_backward_data, conv_transpose2d_backward_weight)
+from ._plan_nd import Conv1dPlan, Conv3dPlan, find_algorithms, plan_conv1d, plan_conv3d
+from .functional_nd import (conv1d, conv1d_backward, conv1d_backward_bias, conv1d_backward_data,
+                            conv1d_backward_weight, conv3d, conv3d_backward, conv3d_backward_bias,
+                            conv3d_backward_data, conv3d_backward_weight, conv_transpose1d,
+                            conv_transpose1d_backward, conv_transpose1d_backward_data,
+                            conv_transpose1d_backward_weight, conv_transpose3d,
+                            conv_transpose3d_backward, conv_transpose3d_backward_data,
+                            conv_transpose3d_backward_weight)
 
 __all__ = ["__version__", "ALGORITHMS", "AlgoResult", "ConvPlan", "PreparedWeight", "conv2d",
            "conv2d_backward", "conv2d_backward_bias", "conv2d_backward_data",
            "conv2d_backward_weight", "conv_transpose2d", "conv_transpose2d_backward",
            "conv_transpose2d_backward_data", "conv_transpose2d_backward_weight",
-           "find_algorithms", "get_num_threads", "plan_conv2d", "set_num_threads", "show_config"]
+           "find_algorithms", "get_num_threads", "plan_conv2d", "set_num_threads", "show_config",
+           "Conv1dPlan", "Conv3dPlan", "plan_conv1d", "plan_conv3d",
+           "conv1d", "conv1d_backward", "conv1d_backward_bias", "conv1d_backward_data",
+           "conv1d_backward_weight", "conv3d", "conv3d_backward", "conv3d_backward_bias",
+           "conv3d_backward_data", "conv3d_backward_weight", "conv_transpose1d",
+           "conv_transpose1d_backward", "conv_transpose1d_backward_data",
+           "conv_transpose1d_backward_weight", "conv_transpose3d", "conv_transpose3d_backward",
+           "conv_transpose3d_backward_data", "conv_transpose3d_backward_weight"]

@@ -1,0 +1,425 @@
+"""Running validated 1-D and 3-D passes on the 2-D machinery.
+
+1-D: an axis of size 1 is inserted as the height (NCW -> NCHW, NWC -> NHWC, OIW -> OIHW,
+WIO -> HWIO; stride (1, s), dilation (1, d), padding ((0, 0), (lo, hi))); the arrays are
+views, nothing is copied, and the 2-D functions or plans run the problem.
+
+3-D: a loop over depth taps.  Output depth slice ``od`` of a convolution reads input depth
+slice ``id = od * stride + kd * dilation - pad`` through depth tap ``kd``; for a given tap
+the valid ``od`` form one range, so the input slices they read form a strided view, and the
+tap's contribution is one 2-D convolution of that batch of slices with ``weight[:, :, kd]``
+(whatever algorithm the 2-D dispatcher picks for that 2-D shape), accumulated into the
+output slices with the 2-D ``out=`` / ``beta=1``.  Nothing is unrolled: no im2col of the
+volume, no copy of the input (the batch of a 2-D call is one sample's slices, a view; only
+float16 operands are converted once, and a non-zero padding mode pads the depth once).
+Samples are separate 2-D calls because a batch of several samples' slices is never a view.
+Depth slices beyond the input contribute nothing (zero padding by index bounds); another
+``padding_mode`` pads the depth axis once with ``numpy.pad`` (and, for a data gradient,
+folds the padded slices' gradient back onto the slices they copy) while the 2-D calls pad
+height and width themselves.  The three directions:
+
+- gather (forward; a transposed convolution's data gradient): output slices from input ones;
+- scatter (data gradient; transposed convolution): input slices from output ones;
+- reduce (weight gradient): per tap, the 2-D weight gradient summed over the samples in a
+  fixed order, so it is deterministic as the 2-D one is.
+
+Activations are handled "depth-major": (N, D, C, H, W) views of NCDHW arrays and NDHWC
+arrays as they are, so that ``a[n, depth_slice]`` is a 2-D NCHW / NHWC batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+
+import numpy as np
+
+from . import _execute as _execute_module
+from . import _geometry as _geometry_module
+from . import functional as _functional_module
+from ._nd_geometry import NdGeometry, channels_last, to_layout, weight_to_layout
+
+# cconv's 2-D modules carry no type hints: Any-typed aliases keep ``mypy --strict`` quiet.
+_F2: Any = _functional_module
+_execute: Any = _execute_module
+_g2: Any = _geometry_module
+
+Array = np.ndarray[Any, Any]
+
+# numpy.pad's name of each padding mode.
+NUMPY_MODES = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge",
+               "circular": "wrap", "constant": "constant", "zeros": "constant"}
+
+
+# -- the 2-D keywords of a geometry ----------------------------------------------------------
+
+def layout_2d(layout: str) -> str:
+    """The 2-D layout name a 1-D or 3-D layout runs as (channels first or last)."""
+    if layout in ("NCW", "NCDHW"):
+        return "NCHW"
+    if layout in ("NWC", "NDHWC"):
+        return "NHWC"
+    return "HWIO" if channels_last(layout) else "OIHW"
+
+
+def keywords_2d(geom: NdGeometry, transposed: bool = False) -> Dict[str, Any]:
+    """The 2-D keywords of ``geom``: its height and width (3-D) or an H = 1 lift (1-D).
+
+    ``transposed``: for the transposed-convolution functions, which take no
+    ``padding_value`` (their geometry's constant mode is "zeros")."""
+    stride: Tuple[int, ...]
+    dilation: Tuple[int, ...]
+    pads: Tuple[Tuple[int, int], ...]
+    if geom.rank == 1:
+        stride, dilation, pads = (1, geom.stride[0]), (1, geom.dilation[0]), ((0, 0), geom.pads[0])
+    else:
+        stride, dilation, pads = geom.stride[1:], geom.dilation[1:], geom.pads[1:]
+    kw: Dict[str, Any] = dict(stride=tuple(stride), padding=tuple(pads),
+                              dilation=tuple(dilation), groups=geom.groups,
+                              layout=layout_2d(geom.layout),
+                              weight_layout=layout_2d(geom.weight_layout),
+                              padding_mode=geom.padding_mode)
+    if not transposed:
+        kw["padding_value"] = geom.padding_value
+    return kw
+
+
+def tap_geometry_2d(geom: NdGeometry, batch: int = 1) -> Any:
+    """The 2-D ``ConvGeometry`` the 2-D calls of ``geom`` run (for a 3-D problem, that of a
+    depth tap with ``batch`` slices; for 1-D, the whole problem lifted to height 1)."""
+    spatial: Tuple[int, ...]
+    kernel: Tuple[int, ...]
+    if geom.rank == 1:
+        batch, spatial, kernel = geom.N, (1, geom.spatial[0]), (1, geom.kernel[0])
+    else:
+        spatial, kernel = geom.spatial[1:], geom.kernel[1:]
+    kw = keywords_2d(geom)
+    layout, weight_layout = kw.pop("layout"), kw.pop("weight_layout")
+    return _g2.make_geometry(to_layout(batch, geom.C, spatial, layout),
+                             weight_to_layout(geom.K, geom.Cg, kernel, weight_layout),
+                             layout=layout, weight_layout=weight_layout, dtype=geom.dtype, **kw)
+
+
+# -- 1-D: the H = 1 lift ----------------------------------------------------------------------
+
+def _height_axis(layout: str) -> int:
+    """Where the 2-D height axis goes in a 1-D layout's array."""
+    return {"NCW": 2, "NWC": 1, "OIW": 2, "WIO": 0}[layout]
+
+
+def lift(array: Optional[Array], layout: str) -> Optional[Array]:
+    """A 1-D array (or None) as a 2-D view with a height of 1."""
+    return None if array is None else np.expand_dims(array, _height_axis(layout))
+
+
+def lift_shape(shape: Sequence[int], layout: str) -> Tuple[int, ...]:
+    """A 1-D shape as the 2-D shape of :func:`lift`."""
+    axis = _height_axis(layout)
+    return (*shape[:axis], 1, *shape[axis:])
+
+
+def drop(array: Array, layout: str) -> Array:
+    """The inverse of :func:`lift`: a 2-D result of height 1 as a 1-D view."""
+    return np.squeeze(array, _height_axis(layout))
+
+
+# -- 3-D: depth taps --------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class TapSpan:
+    """The depth slices one tap pairs: output slices ``out`` read input slices ``inp``."""
+
+    tap: int
+    out: slice
+    inp: slice
+    count: int
+
+
+def tap_spans(d_in: int, d_out: int, taps: int, stride: int, dilation: int,
+              pad: int) -> List[TapSpan]:
+    """For every depth tap that meets the input, the output slices it reaches.
+
+    Output slice ``od`` (``0 <= od < d_out``) reads input slice ``od * stride + tap *
+    dilation - pad`` when that lies in ``[0, d_in)``: one range of ``od`` per tap.
+    """
+    spans = []
+    for tap in range(taps):
+        offset = tap * dilation - pad
+        lo = max(0, -(offset // stride))
+        hi = min(d_out - 1, (d_in - 1 - offset) // stride)
+        if lo > hi:
+            continue
+        count = hi - lo + 1
+        first = lo * stride + offset
+        spans.append(TapSpan(tap, slice(lo, hi + 1), slice(first, first + (count - 1) * stride
+                                                           + 1, stride), count))
+    return spans
+
+
+def depth_major(array: Array, cl: bool) -> Array:
+    """(N, D, ...) view: NCDHW -> (N, D, C, H, W); NDHWC as it is."""
+    return array if cl else np.moveaxis(array, 2, 1)
+
+
+def from_depth_major(array: Array, cl: bool) -> Array:
+    """The inverse of :func:`depth_major` (a view)."""
+    return array if cl else np.moveaxis(array, 1, 2)
+
+
+def weight_tap(weight: Array, tap: int, weight_layout: str) -> Array:
+    """The 2-D weight of depth tap ``tap``: (K, C/g, R, S) of OIDHW, (R, S, C/g, K) of DHWIO."""
+    return weight[tap] if channels_last(weight_layout) else weight[:, :, tap]
+
+
+def _add_bias(dst: Array, bias: Array, alpha: float, cl: bool) -> None:
+    """``dst += alpha * bias`` over the channel axis of a depth-major array."""
+    dst += alpha * (bias if cl else bias[:, None, None])
+
+
+def _scale(dst: Array, beta: float) -> None:
+    if beta == 0:
+        dst.fill(0)
+    elif beta != 1:
+        dst *= beta
+
+
+class Sink:
+    """Where a 3-D activation result is accumulated, and how it reaches the caller.
+
+    ``array`` is depth-major in the compute dtype; the first write into it uses ``beta0``.
+    NDHWC results are accumulated straight in ``out`` (or the returned array) when its
+    dtype and memory allow; otherwise in a buffer that :meth:`finish` writes out as
+    ``buffer + beta * out`` (the 2-D calls have applied ``alpha`` already).
+    """
+
+    def __init__(self, out: Optional[Array], shape: Tuple[int, ...], cl: bool,
+                 dtype: np.dtype[Any], result_dtype: np.dtype[Any], beta: float) -> None:
+        self.out, self.cl, self.dtype, self.result_dtype = out, cl, dtype, result_dtype
+        self.beta = beta
+        if out is not None:
+            self.direct = cl and out.dtype == dtype and out.flags.c_contiguous
+        else:
+            self.direct = cl and result_dtype == dtype
+        if self.direct:
+            self.array = out if out is not None else np.empty(shape, dtype)
+            self.beta0 = beta if out is not None else 0.0
+        else:
+            dm_shape = shape if cl else (shape[0], shape[2], shape[1], *shape[3:])
+            self.array = np.empty(dm_shape, dtype)
+            self.beta0 = 0.0
+
+    def finish(self) -> Array:
+        """The result: ``out`` or a new array of the result dtype, in the layout."""
+        if self.direct:
+            return self.array
+        result = from_depth_major(self.array, self.cl)
+        if self.out is None:
+            return np.ascontiguousarray(result, dtype=self.result_dtype)
+        if self.beta == 0:
+            self.out[...] = result
+        else:
+            self.out[...] = result + self.beta * self.out.astype(self.dtype)
+        return self.out
+
+
+# The 2-D calls a depth-tap loop makes (arrays in depth-major slices, 2-D layouts):
+# gather / scatter (src, weight_2d, bias, dst, alpha, beta) write
+# ``dst = alpha * (op(src, weight_2d) + bias) + beta * dst``; reduce (out_side, in_side, dst,
+# beta) writes ``dst = weight_grad(out_side, in_side) + beta * dst``.
+class Ops2d(Protocol):
+    """The three 2-D operations a depth-tap loop is built of."""
+
+    def gather(self, src: Array, weight: Array, bias: Optional[Array], dst: Array,
+               alpha: float, beta: float) -> None:
+        """Output-side slices ``dst`` from input-side slices ``src`` (a 2-D forward)."""
+
+    def scatter(self, src: Array, weight: Array, bias: Optional[Array], dst: Array,
+                alpha: float, beta: float) -> None:
+        """Input-side slices ``dst`` from output-side slices ``src`` (a 2-D data gradient)."""
+
+    def reduce(self, out_side: Array, in_side: Array, dst: Array, beta: float) -> None:
+        """The 2-D weight gradient of one tap into ``dst``."""
+
+
+class FunctionalOps:
+    """:class:`Ops2d` through the public 2-D functions (``transposed``: the
+    ``conv_transpose2d`` family, whose forward is a scatter)."""
+
+    def __init__(self, geom: NdGeometry, transposed: bool, algo: str, nthreads: int) -> None:
+        self.kw = keywords_2d(geom, transposed)
+        self.kw.update(algo=algo, num_threads=nthreads)
+        self.transposed = transposed
+
+    def gather(self, src: Array, weight: Array, bias: Optional[Array], dst: Array,
+               alpha: float, beta: float) -> None:
+        """See :class:`Ops2d`."""
+        if self.transposed:
+            _F2.conv_transpose2d_backward_data(src, weight, dst.shape, output_shape=src.shape,
+                                               out=dst, alpha=alpha, beta=beta, **self.kw)
+        else:
+            _F2.conv2d(src, weight, bias, out=dst, alpha=alpha, beta=beta, **self.kw)
+
+    def scatter(self, src: Array, weight: Array, bias: Optional[Array], dst: Array,
+                alpha: float, beta: float) -> None:
+        """See :class:`Ops2d`."""
+        if self.transposed:
+            _F2.conv_transpose2d(src, weight, bias, output_shape=dst.shape, out=dst,
+                                 alpha=alpha, beta=beta, **self.kw)
+        else:
+            _F2.conv2d_backward_data(src, weight, dst.shape, out=dst, alpha=alpha, beta=beta,
+                                     **self.kw)
+
+    def reduce(self, out_side: Array, in_side: Array, dst: Array, beta: float) -> None:
+        """See :class:`Ops2d`."""
+        if self.transposed:  # the transposed conv's output is the forward input side
+            _F2.conv_transpose2d_backward_weight(in_side, out_side, dst.shape,
+                                                 output_shape=in_side.shape, out=dst,
+                                                 beta=beta, **self.kw)
+        else:
+            _F2.conv2d_backward_weight(out_side, in_side, dst.shape, out=dst, beta=beta,
+                                       **self.kw)
+
+
+Call = Callable[[Array, int, Array, float, Optional[Array]], None]
+
+
+def _covers(sl: slice, size: int) -> bool:
+    return range(size)[sl] == range(size)
+
+
+def _accumulate(src: Array, dst: Array, pairs: List[Tuple[int, slice, slice]], call: Call,
+                beta0: float, bias: Optional[Array], alpha: float, cl: bool) -> None:
+    """Every (tap, src slices, dst slices) pair of every sample through ``call``.
+
+    A pair that writes every dst slice goes first with ``beta0`` and the bias; without one,
+    ``dst`` is scaled by ``beta0`` first and the bias added last."""
+    n = src.shape[0]
+    full = [p for p in pairs if _covers(p[2], dst.shape[1])]
+    first = full[0] if full and n else None
+    rest = [p for p in pairs if p is not first]
+    if first is None:
+        _scale(dst, beta0)
+    for i in range(n):
+        if first is not None:
+            tap, s, d = first
+            call(src[i, s], tap, dst[i, d], beta0, bias)
+        for tap, s, d in rest:
+            call(src[i, s], tap, dst[i, d], 1.0, None)
+    if first is None and bias is not None:
+        _add_bias(dst, bias, alpha, cl)
+
+
+def _pad_depth(array_dm: Array, geom: NdGeometry) -> Tuple[Array, int]:
+    """``array_dm`` padded along depth by the geometry's mode, and the depth pad left to
+    index bounds (0 once padded; the zeros mode pads nothing)."""
+    lo, hi = geom.pads[0]
+    if geom.padding_mode == "zeros" or (lo, hi) == (0, 0):
+        return array_dm, lo
+    widths = [(0, 0)] * array_dm.ndim
+    widths[1] = (lo, hi)
+    kw: Dict[str, Any] = {"mode": NUMPY_MODES[geom.padding_mode]}
+    if geom.padding_mode == "constant":
+        kw["constant_values"] = geom.padding_value
+    return np.pad(array_dm, widths, **kw), 0
+
+
+def _fold_depth(grad_dm: Array, dst: Array, geom: NdGeometry, beta0: float) -> None:
+    """``dst = fold(grad_dm) + beta0 * dst``: the gradient of each depth-padded slice added to
+    the slice it copies (the adjoint of :func:`_pad_depth`, in a fixed order)."""
+    lo, hi = geom.pads[0]
+    depth = dst.shape[1]
+    kw: Dict[str, Any] = {"mode": NUMPY_MODES[geom.padding_mode]}
+    if kw["mode"] == "constant":
+        kw["constant_values"] = -1
+    source = np.pad(np.arange(depth), (lo, hi), **kw)
+    interior = grad_dm[:, lo:lo + depth]
+    if beta0 == 0:
+        dst[...] = interior
+    else:
+        dst *= beta0
+        dst += interior
+    for p in (*range(lo), *range(lo + depth, lo + depth + hi)):
+        if source[p] >= 0:
+            dst[:, source[p]] += grad_dm[:, p]
+
+
+def _compute(array: Array, geom: NdGeometry) -> Array:
+    return np.asarray(array).astype(geom.dtype, copy=False)
+
+
+def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optional[Array],
+           result_shape: Tuple[int, ...], out: Optional[Array], alpha: float, beta: float,
+           result_dtype: np.dtype[Any]) -> Array:
+    """Output-side result from input-side ``src`` (conv3d; a transposed conv's data gradient).
+
+    ``result_shape``: the result's shape in the layout; its depth may fall short of the
+    geometry's output depth (a transposed convolution's input lacks the extra slices)."""
+    cl = geom.channels_last
+    src_dm, pad = _pad_depth(depth_major(_compute(src, geom), cl), geom)
+    w = _compute(weight, geom)
+    sink = Sink(out, result_shape, cl, geom.dtype, result_dtype, beta)
+    spans = tap_spans(src_dm.shape[1], sink.array.shape[1], geom.kernel[0], geom.stride[0],
+                      geom.dilation[0], pad)
+
+    def call(s: Array, tap: int, d: Array, b: float, bias_: Optional[Array]) -> None:
+        ops.gather(s, weight_tap(w, tap, geom.weight_layout), bias_, d, alpha, b)
+
+    _accumulate(src_dm, sink.array, [(t.tap, t.inp, t.out) for t in spans], call, sink.beta0,
+                bias, alpha, cl)
+    return sink.finish()
+
+
+def scatter(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optional[Array],
+            out: Optional[Array], alpha: float, beta: float,
+            result_dtype: np.dtype[Any]) -> Array:
+    """Input-side result (of the geometry's input shape) from output-side ``src`` (conv3d's
+    data gradient; a transposed convolution), whose depth may fall short of the output's."""
+    cl = geom.channels_last
+    src_dm = depth_major(_compute(src, geom), cl)
+    w = _compute(weight, geom)
+    sink = Sink(out, geom.input_shape(), cl, geom.dtype, result_dtype, beta)
+    lo, hi = geom.pads[0]
+    padded = geom.padding_mode != "zeros" and (lo, hi) != (0, 0)
+    if padded:  # the gradient of the depth-padded input, folded at the end
+        shape = sink.array.shape
+        target = np.empty((shape[0], shape[1] + lo + hi, *shape[2:]), geom.dtype)
+        beta0, pad, target_bias = 0.0, 0, None
+    else:
+        target, beta0, pad, target_bias = sink.array, sink.beta0, lo, bias
+    spans = tap_spans(target.shape[1], src_dm.shape[1], geom.kernel[0], geom.stride[0],
+                      geom.dilation[0], pad)
+
+    def call(s: Array, tap: int, d: Array, b: float, bias_: Optional[Array]) -> None:
+        ops.scatter(s, weight_tap(w, tap, geom.weight_layout), bias_, d, alpha, b)
+
+    _accumulate(src_dm, target, [(t.tap, t.out, t.inp) for t in spans], call, beta0,
+                target_bias, alpha, cl)
+    if padded:
+        _fold_depth(target, sink.array, geom, sink.beta0)
+        if bias is not None:
+            _add_bias(sink.array, bias, alpha, cl)
+    return sink.finish()
+
+
+def reduce(geom: NdGeometry, ops: Ops2d, out_side: Array, in_side: Array,
+           out: Optional[Array], alpha: float, beta: float,
+           result_dtype: np.dtype[Any]) -> Array:
+    """The weight gradient from output-side ``out_side`` (conv3d's ``grad_out``, a transposed
+    convolution's ``x``) and input-side ``in_side`` (conv3d's ``x``, a transposed
+    convolution's ``grad_out``), in ``geom.weight_layout``."""
+    cl = geom.channels_last
+    o_dm = depth_major(_compute(out_side, geom), cl)
+    i_dm, pad = _pad_depth(depth_major(_compute(in_side, geom), cl), geom)
+    grad = np.empty(geom.weight_shape(), geom.dtype)
+    spans = {t.tap: t for t in tap_spans(i_dm.shape[1], o_dm.shape[1], geom.kernel[0],
+                                         geom.stride[0], geom.dilation[0], pad)}
+    for tap in range(geom.kernel[0]):
+        dst = weight_tap(grad, tap, geom.weight_layout)
+        span = spans.get(tap)
+        if span is None or geom.N == 0:
+            dst.fill(0)
+            continue
+        for i in range(geom.N):
+            ops.reduce(o_dm[i, span.out], i_dm[i, span.inp], dst, 0.0 if i == 0 else 1.0)
+    result: Array = _execute.scaled_into(grad.astype(result_dtype, copy=False), out, alpha, beta)
+    return result
