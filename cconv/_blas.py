@@ -15,13 +15,19 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, List, Optional, TypeVar
+
+import numpy.typing as npt
+
+T = TypeVar("T")
 
 _lock = threading.Lock()
-_libraries = None
-_executor = None
+# threadpoolctl's library controllers (threadpoolctl ships no type information).
+_libraries: Optional[List[Any]] = None
+_executor: Optional[ThreadPoolExecutor] = None
 
 
-def _blas_libraries():
+def _blas_libraries() -> List[Any]:
     global _libraries
     with _lock:
         if _libraries is None:
@@ -31,45 +37,79 @@ def _blas_libraries():
     return _libraries
 
 
+# Blocks running under ``threads`` now, across every Python thread, and the counts the
+# libraries had before the first of them (restored when the last one leaves).
+_depth = 0
+_saved_counts: List[int] = []
+
+
 @contextmanager
-def threads(n):
-    """Run the block with every loaded BLAS library limited to ``n`` threads."""
+def threads(n: int) -> Iterator[None]:
+    """Run the block with every loaded BLAS library limited to ``n`` threads.
+
+    Blocks may overlap across Python threads and nest: each sets ``n`` on entering, and the
+    last to leave restores the count the libraries had before the first entered (a
+    per-block save and restore would leave a wrong count behind when two calls from two
+    threads interleave).  cconv itself asks for ``n = 1`` only: its own Python threads run
+    the single-threaded BLAS pieces (:func:`map_pieces`).
+    """
+    global _depth, _saved_counts
     libraries = _blas_libraries()
-    previous = [lib.get_num_threads() for lib in libraries]
-    for lib, count in zip(libraries, previous):
-        if count != n:
-            lib.set_num_threads(n)
+    with _lock:
+        if _depth == 0:
+            _saved_counts = [lib.get_num_threads() for lib in libraries]
+        _depth += 1
+        for lib in libraries:
+            if lib.get_num_threads() != n:
+                lib.set_num_threads(n)
     try:
         yield
     finally:
-        for lib, count in zip(libraries, previous):
-            if count != n:
-                lib.set_num_threads(count)
+        with _lock:
+            _depth -= 1
+            if _depth == 0:
+                for lib, count in zip(libraries, _saved_counts):
+                    if lib.get_num_threads() != count:
+                        lib.set_num_threads(count)
 
 
-def ordered_sum(pieces, product, nthreads):
+def _pool() -> ThreadPoolExecutor:
+    global _executor
+    with _lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+                                           thread_name_prefix="cconv-blas")
+        return _executor
+
+
+def map_pieces(pieces: Iterable[T], work: Callable[[T], Any], nthreads: int) -> List[Any]:
+    """``[work(p) for p in pieces]``, each on a single BLAS thread, up to ``nthreads`` at
+    once in Python threads (NumPy releases the GIL in ``matmul``); results in order.
+
+    With pieces fixed by the shape, results do not depend on ``nthreads``: every piece is
+    computed by the same single-threaded BLAS call whichever thread runs it.
+    """
+    pieces = list(pieces)
+    with threads(1):
+        if nthreads == 1 or len(pieces) <= 1:
+            return [work(p) for p in pieces]
+        lanes = [pieces[i::nthreads] for i in range(min(nthreads, len(pieces)))]
+        done = list(_pool().map(lambda lane: [work(p) for p in lane], lanes))
+    results: List[Any] = [None] * len(pieces)
+    for i, lane_results in enumerate(done):
+        results[i::len(lanes)] = lane_results
+    return results
+
+
+def ordered_sum(pieces: Iterable[T], product: Callable[[T], npt.NDArray[Any]],
+                nthreads: int) -> npt.NDArray[Any]:
     """``sum(product(p) for p in pieces)``, added in the order of ``pieces``.
 
     Each product runs on a single BLAS thread (a threaded BLAS may split a long reduction
-    differently for another thread count), and up to ``nthreads`` of them run at once in
-    Python threads (NumPy releases the GIL in ``matmul``).  The pieces depend on the shape
-    only, so the result is the same at any thread count.
+    differently for another thread count), up to ``nthreads`` at once (:func:`map_pieces`).
+    The pieces depend on the shape only, so the result is the same at any thread count.
     """
-    global _executor
-    pieces = list(pieces)
-    with threads(1):
-        if nthreads == 1 or len(pieces) == 1:
-            parts = [product(p) for p in pieces]
-        else:
-            with _lock:
-                if _executor is None:
-                    _executor = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
-                                                   thread_name_prefix="cconv-blas")
-            lanes = [pieces[i::nthreads] for i in range(min(nthreads, len(pieces)))]
-            done = list(_executor.map(lambda lane: [product(p) for p in lane], lanes))
-            parts = [None] * len(pieces)
-            for i, lane_parts in enumerate(done):
-                parts[i::len(lanes)] = lane_parts
+    parts: List[npt.NDArray[Any]] = map_pieces(pieces, product, nthreads)
     total = parts[0].copy()
     for part in parts[1:]:
         total += part

@@ -51,11 +51,16 @@ def test_gemm_matches_reference_on_all_passes(case):
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_gemm_bitwise_identical_on_any_thread_count(layout):
+@pytest.mark.parametrize("shape,dtype", [((3, 48, 20, 20, 40), np.float32),
+                                         ((2, 1024, 14, 14, 64), np.float64),
+                                         ((1, 256, 56, 56, 64), np.float32)])
+def test_gemm_bitwise_identical_on_any_thread_count(layout, shape, dtype):
+    # the float64 1024-channel case differed between 1 and 2 threads of a threaded BLAS
+    n, c, h, w, k = shape
     rng = np.random.default_rng(3)
-    x = _to(layout, rng.standard_normal((3, 48, 20, 20)).astype(np.float32))
-    wt = rng.standard_normal((40, 48, 1, 1)).astype(np.float32)
-    gy = _to(layout, rng.standard_normal((3, 40, 20, 20)).astype(np.float32))
+    x = _to(layout, rng.standard_normal((n, c, h, w)).astype(dtype))
+    wt = rng.standard_normal((k, c, 1, 1)).astype(dtype)
+    gy = _to(layout, rng.standard_normal((n, k, h, w)).astype(dtype))
     kw = dict(layout=layout, algo="gemm")
     runs = [(cconv.conv2d(x, wt, num_threads=t, **kw),
              cconv.conv2d_backward_data(gy, wt, x.shape, num_threads=t, **kw),

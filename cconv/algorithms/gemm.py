@@ -4,15 +4,17 @@
 pixels (a stride > 1 first takes every stride-th pixel) and ``W`` the (K, C) weight of a
 group:
 
-* NCHW memory: per image and group ``Y[k, :] = W @ X[c, :]`` over the flattened pixels, one
-  batched ``numpy.matmul`` reading and writing the planes in place;
+* NCHW memory: per image and group ``Y[k, :] = W @ X[c, :]`` over the flattened pixels,
+  ``numpy.matmul`` reading and writing the planes in place;
 * NHWC memory: the whole batch at once, ``Y(NHW, K) = X(NHW, C) @ W^T``, again in place.
 
 Backward-data is ``W^T @ dY`` (scattered back to the stride-th pixels), backward-weight
 ``dY @ X^T`` summed in a fixed order over pieces of the batch (per image, or per 4096 NHWC
-pixels), each a single-threaded BLAS product, the pieces spread over Python threads: a
-threaded BLAS splits a long reduction differently for another thread count, and the result
-must not depend on it.  BLAS measured faster than the tile kernels on these shapes (NumPy's
+pixels).  Every product is cut into pieces fixed by the shape (``PIECE_PIXELS`` output pixels
+forward and backward-data), each a single-threaded BLAS product, the pieces spread over
+Python threads: a threaded BLAS splits a product differently for another thread count
+(float64 results changed between 1 and 2 OpenBLAS threads), and the result must not depend
+on it.  BLAS measured faster than the tile kernels on these shapes (NumPy's
 OpenBLAS on an AMD EPYC Zen 4: 77 GFLOP/s on 1 thread and 138 on 2 for 8x64x56x56 -> 256,
 where the direct kernel ran 34 and 52 and PyTorch 67 and 83).
 
@@ -58,6 +60,16 @@ if TYPE_CHECKING:
 Array = npt.NDArray[Any]
 T = TypeVar("T")
 
+# Output pixels per piece of a 1x1 forward / backward-data product: enough for BLAS to run at
+# full speed on one thread, few enough that one image's pixels spread over the threads.
+PIECE_PIXELS = 2048
+
+
+def _pieces(pixels: int) -> list[slice]:
+    """Consecutive slices of at most PIECE_PIXELS covering ``pixels`` (fixed by the shape)."""
+    return [slice(i, min(i + PIECE_PIXELS, pixels)) for i in range(0, pixels, PIECE_PIXELS)]
+
+
 # Pixels per piece of the NHWC weight-gradient reduction (at most 64 pieces): each piece is
 # one single-threaded BLAS product; the pieces are fixed by the shape and added in order.
 WEIGHT_CHUNK_PIXELS = 4096
@@ -69,7 +81,7 @@ WEIGHT_CHUNK_PIXELS = 4096
 _QUIET: dict[str, Any] = dict(invalid="ignore", over="ignore")
 
 
-# _blas and base carry no annotations: these typed wrappers keep this module strictly typed.
+# Thin wrappers over _blas and base, under the names this module's call sites use.
 def _blas_threads(n: int) -> AbstractContextManager[None]:
     return cast("AbstractContextManager[None]", _blas.threads(n))
 
@@ -85,11 +97,11 @@ def _quietly(work: Callable[[Any], T]) -> Callable[[Any], T]:
 
 
 def _ordered_sum(pieces: Iterable[Any], product: Callable[[Any], Array], nthreads: int) -> Array:
-    return cast(Array, _blas.ordered_sum(pieces, _quietly(product), nthreads))  # type: ignore[no-untyped-call]
+    return _blas.ordered_sum(pieces, _quietly(product), nthreads)
 
 
 def _memory_layout(array: Array) -> str | None:
-    return cast("str | None", memory_layout(array))  # type: ignore[no-untyped-call]
+    return memory_layout(array)
 
 
 def pointwise(geom: ConvGeometry) -> bool:
@@ -371,7 +383,7 @@ class GemmConvolution(Algorithm):
         return None
 
     def __init__(self, geom: ConvGeometry) -> None:
-        super().__init__(geom)  # type: ignore[no-untyped-call]
+        super().__init__(geom)
         self._strided = tuple(geom.stride) != (1, 1)
         self._chunked = None if pointwise(geom) else ChunkedGemm(geom)
 
@@ -399,17 +411,29 @@ class GemmConvolution(Algorithm):
             wg = wg.transpose(0, 2, 1)
         rows_in, rows_out = wg.shape[2], wg.shape[1]
         n, _, h, wd = src.shape
-        with _blas_threads(nthreads):
-            if _memory_layout(src) == "NHWC":
-                flat = src.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_in)
-                out = np.empty((n * h * wd, g.groups * rows_out), g.dtype)
+        # Pieces of PIECE_PIXELS output pixels, fixed by the shape, each one single-threaded
+        # BLAS product (_blas.map_pieces): the same bits at any thread count.
+        if _memory_layout(src) == "NHWC":
+            flat = src.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_in)
+            out = np.empty((n * h * wd, g.groups * rows_out), g.dtype)
+
+            def rows(piece: slice) -> None:
                 for grp in range(g.groups):  # (P, in) @ (in, out), BLAS on strided views
-                    np.matmul(flat[:, grp * rows_in:(grp + 1) * rows_in], wg[grp].T,
-                              out=out[:, grp * rows_out:(grp + 1) * rows_out])
-                return out.reshape(n, h, wd, -1).transpose(0, 3, 1, 2)
-            planes = np.ascontiguousarray(src).reshape(n, g.groups, rows_in, h * wd)
-            result: Array = np.matmul(wg[None], planes)  # (N, G, out, P)
-            return result.reshape(n, g.groups * rows_out, h, wd)
+                    np.matmul(flat[piece, grp * rows_in:(grp + 1) * rows_in], wg[grp].T,
+                              out=out[piece, grp * rows_out:(grp + 1) * rows_out])
+
+            _blas.map_pieces(_pieces(n * h * wd), _quietly(rows), nthreads)
+            return out.reshape(n, h, wd, -1).transpose(0, 3, 1, 2)
+        planes = np.ascontiguousarray(src).reshape(n, g.groups, rows_in, h * wd)
+        result: Array = np.empty((n, g.groups, rows_out, h * wd), g.dtype)
+
+        def columns(piece: tuple[int, slice]) -> None:
+            image, pixels = piece
+            np.matmul(wg, planes[image, :, :, pixels], out=result[image, :, :, pixels])
+
+        _blas.map_pieces([(i, p) for i in range(n) for p in _pieces(h * wd)],
+                         _quietly(columns), nthreads)
+        return result.reshape(n, g.groups * rows_out, h, wd)
 
     def prepare_weight(self, w: Array, nthreads: int) -> TransformedWeight | None:
         """Nothing to precompute: BLAS reads the weight as it is (or a cheap reorder)."""
