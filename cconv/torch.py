@@ -6,17 +6,17 @@ cconv never depends on: install the PyTorch build for your platform first.
 Each pass is a ``torch.library.custom_op`` in the ``cconv`` namespace, so autograd,
 ``torch.compile`` and ``torch.export`` see one opaque operator per pass:
 
-==========================================  ====================================================
-operator                                    cconv function
-==========================================  ====================================================
-``cconv::conv2d``                           :func:`cconv.conv2d`
-``cconv::conv2d_backward_data``             :func:`cconv.conv2d_backward_data`
-``cconv::conv2d_backward_weight``           :func:`cconv.conv2d_backward_weight`
-``cconv::conv2d_backward_bias``             :func:`cconv.conv2d_backward_bias`
-``cconv::conv_transpose2d``                 :func:`cconv.conv_transpose2d`
-``cconv::conv_transpose2d_backward_data``   :func:`cconv.conv_transpose2d_backward_data`
-``cconv::conv_transpose2d_backward_weight`` :func:`cconv.conv_transpose2d_backward_weight`
-==========================================  ====================================================
+============================================  ====================================================
+operator                                      cconv function
+============================================  ====================================================
+``cconv::conv2d``                             :func:`cconv.conv2d`
+``cconv::conv2d_backward_data``               :func:`cconv.conv2d_backward_data`
+``cconv::conv2d_backward_weight``             :func:`cconv.conv2d_backward_weight`
+``cconv::conv2d_backward_bias``               :func:`cconv.conv2d_backward_bias`
+``cconv::conv_transpose2d``                   :func:`cconv.conv_transpose2d`
+``cconv::conv_transpose2d_backward_data``     :func:`cconv.conv_transpose2d_backward_data`
+``cconv::conv_transpose2d_backward_weight``   :func:`cconv.conv_transpose2d_backward_weight`
+============================================  ====================================================
 
 Every operator has a fake (meta) implementation that only computes the output's shape, and
 an autograd formula made of the others.  Each family (forward ``F(x, w)``, data gradient

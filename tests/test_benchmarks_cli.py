@@ -24,7 +24,8 @@ def test_cli_parses_every_bench_option():
         "bench", "--layers", "res3,vgg", "--passes", "forward,backward_weight",
         "--algos", "direct,winograd", "--threads", "2", "--repeats", "7", "--warmup", "2",
         "--min-time", "0.25", "--dtype", "float64", "--quick", "--no-torch", "--no-check",
-        "--json", "out.json", "--quiet",
+        "--json", "out.json", "--quiet", "--no-onnxruntime", "--markdown", "out.md",
+        "--suite", "layers",
     ])
     assert args.command == "bench"
     assert [layer.name for layer in args.layers] == [
@@ -35,11 +36,13 @@ def test_cli_parses_every_bench_option():
     assert (args.threads, args.repeats, args.warmup, args.min_time) == (2, 7, 2, 0.25)
     assert args.dtype == "float64"
     assert args.quick and args.no_torch and args.no_check and args.quiet
-    assert args.json == "out.json"
+    assert args.json == "out.json" and args.markdown == "out.md"
+    assert args.no_onnxruntime and args.suite == "layers"
     # String defaults go through the same conversion as given values.
     defaults = build_parser().parse_args(["bench"])
     assert defaults.passes == list(benchmark.PASSES) and defaults.algos == ["auto"]
-    assert defaults.layers is None
+    assert defaults.layers is None and defaults.suite == "layers"
+    assert not defaults.no_onnxruntime and defaults.markdown is None
 
 
 @pytest.mark.parametrize("bad", [
@@ -53,6 +56,9 @@ def test_cli_parses_every_bench_option():
     ["bench", "--min-time", "-0.5"],
     ["bench", "--min-time", "nan"],
     ["bench", "--full"],
+    ["bench", "--suite", "fortran"],
+    ["find"],
+    ["check", "--levels"],
 ])
 def test_cli_bad_options_exit_2(bad, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -68,7 +74,8 @@ def test_cli_help(capsys):
     assert "bench" in capsys.readouterr().out
     # No command: the help, exit status 0.
     assert cli_main([]) == 0
-    assert "config" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert all(cmd in out for cmd in ("info", "check", "bench", "find", "config"))
 
 
 def test_bad_layer_message_lists_the_names(capsys):
@@ -157,7 +164,7 @@ def test_gflops_uses_the_median_of_the_timer():
     # A fake clock: successive calls return these instants -> durations 0.5, 2, 0.25.
     ticks = iter([0.0, 0.5, 1.0, 3.0, 10.0, 10.25])
     res = benchmark.run_suite(layers=[TINY], passes="forward", repeats=3, warmup=1,
-                              torch=False, timer=lambda: next(ticks))
+                              torch=False, onnxruntime=False, timer=lambda: next(ticks))
     (row,) = res["results"]
     assert row["cconv"]["times_s"] == [0.5, 2.0, 0.25]
     assert row["cconv"]["median_s"] == 0.5
@@ -169,12 +176,14 @@ def test_min_time_adds_rounds_until_each_contender_ran_that_long():
     # needs 4 calls; a huge min_time stops at the 200-round cap.
     clock = iter(0.1 * i for i in range(10000))
     res = benchmark.run_suite(layers=[TINY], passes="forward", repeats=2, warmup=1,
-                              torch=False, min_time=0.35, timer=lambda: next(clock))
+                              torch=False, onnxruntime=False, min_time=0.35,
+                              timer=lambda: next(clock))
     (row,) = res["results"]
     assert len(row["cconv"]["times_s"]) == 4 and res["meta"]["min_time"] == 0.35
     clock = iter(0.1 * i for i in range(10000))
     res = benchmark.run_suite(layers=[TINY], passes="forward", repeats=2, warmup=1,
-                              torch=False, min_time=1e9, timer=lambda: next(clock))
+                              torch=False, onnxruntime=False, min_time=1e9,
+                              timer=lambda: next(clock))
     assert len(res["results"][0]["cconv"]["times_s"]) == 200
     assert "at least 1e+09 s per contender" in benchmark.format_markdown(res)
     with pytest.raises(ValueError, match="min_time"):
@@ -216,7 +225,8 @@ def test_algo_the_shape_cannot_use_is_reported_na():
 def test_cli_bench_end_to_end(tmp_path, capsys):
     out = tmp_path / "r.json"
     rc = cli_main(["bench", "--quick", "--layers", "dw384s2", "--passes", "forward",
-                   "--repeats", "1", "--no-torch", "--quiet", "--json", str(out)])
+                   "--repeats", "1", "--no-torch", "--no-onnxruntime", "--quiet", "--json",
+                   str(out)])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "mobilenetv2.dw384s2" in printed and "quick mode" in printed

@@ -1,22 +1,35 @@
-"""The timed calls: cconv's passes, PyTorch's on the same arrays, and their inputs."""
+"""The timed calls: cconv's passes, PyTorch's and ONNX Runtime's on the same arrays, and
+their inputs."""
+
+from __future__ import annotations
 
 import math
+from types import ModuleType
+from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 import cconv
 
+from .layers import Layer
+
 __all__ = [
     "cconv_call",
+    "import_onnxruntime",
     "import_torch",
     "make_data",
     "max_rel_err",
+    "onnxruntime_call",
     "planned_algorithm",
     "torch_call",
 ]
 
+Array = npt.NDArray[Any]
 
-def make_data(layer, n, dtype, rng):
+
+def make_data(layer: Layer, n: int, dtype: str, rng: np.random.Generator,
+              ) -> Tuple[Array, Array, Array]:
     """Random input, weight and output gradient of `layer` with batch `n`.
 
     Parameters
@@ -41,10 +54,12 @@ def make_data(layer, n, dtype, rng):
     # Fan-in scaling keeps outputs near unit size, where relative errors are meaningful.
     w = w / math.sqrt(cg * layer.R * layer.S)
     gy = rng.standard_normal((n, layer.K, oh, ow), dtype=np.float32)
-    return tuple(a.astype(dtype, copy=False) for a in (x, w, gy))
+    return (x.astype(dtype, copy=False), w.astype(dtype, copy=False),
+            gy.astype(dtype, copy=False))
 
 
-def cconv_call(layer, pss, algo, x, w, gy, threads):
+def cconv_call(layer: Layer, pss: str, algo: str, x: Array, w: Array, gy: Array,
+               threads: int) -> Callable[[], Any]:
     """A zero-argument callable running one cconv pass.
 
     Parameters
@@ -62,8 +77,9 @@ def cconv_call(layer, pss, algo, x, w, gy, threads):
     -------
     callable
     """
-    kw = {"stride": layer.stride, "padding": layer.padding, "dilation": layer.dilation,
-          "groups": layer.groups, "algo": algo, "num_threads": threads}
+    kw: dict[str, Any] = {"stride": layer.stride, "padding": layer.padding,
+                          "dilation": layer.dilation, "groups": layer.groups, "algo": algo,
+                          "num_threads": threads}
     if pss == "forward":
         return lambda: cconv.conv2d(x, w, **kw)
     if pss == "backward_data":
@@ -71,8 +87,13 @@ def cconv_call(layer, pss, algo, x, w, gy, threads):
     return lambda: cconv.conv2d_backward_weight(gy, x, w.shape, **kw)
 
 
-def import_torch():
-    """The ``torch`` module, or None when it is not installed (it is optional)."""
+def import_torch() -> Optional[ModuleType]:
+    """The ``torch`` module, or None when it is not installed (it is optional).
+
+    Returns
+    -------
+    module or None
+    """
     try:
         import torch
     except ImportError:
@@ -80,7 +101,8 @@ def import_torch():
     return torch
 
 
-def torch_call(torch, layer, pss, x, w, gy):
+def torch_call(torch: Any, layer: Layer, pss: str, x: Array, w: Array, gy: Array,
+               ) -> Callable[[], Any]:
     """A zero-argument callable running one PyTorch pass on the arrays of cconv.
 
     Parameters
@@ -102,7 +124,7 @@ def torch_call(torch, layer, pss, x, w, gy):
     g = layer.groups
 
     if pss == "forward":
-        def forward():
+        def forward() -> Any:
             with torch.no_grad():
                 return torch.nn.functional.conv2d(tx, tw, None, st, pd, dl, g)
         return forward
@@ -113,13 +135,80 @@ def torch_call(torch, layer, pss, x, w, gy):
     idx = 0 if pss == "backward_data" else 1
     op = torch.ops.aten.convolution_backward
 
-    def backward():
+    def backward() -> Any:
         with torch.no_grad():
             return op(tgy, tx, tw, None, st, pd, dl, False, [0, 0], g, mask)[idx]
     return backward
 
 
-def planned_algorithm(layer, n, dtype, algo):
+def import_onnxruntime() -> Optional[ModuleType]:
+    """The ``onnxruntime`` module when it and ``onnx`` (which builds the model) are installed.
+
+    Returns
+    -------
+    module or None
+    """
+    try:
+        import onnx  # noqa: F401  (only checked here; onnxruntime_call imports its helpers)
+        import onnxruntime
+    except ImportError:
+        return None
+    module: ModuleType = onnxruntime
+    return module
+
+
+def onnxruntime_call(ort: Any, layer: Layer, x: Array, w: Array, threads: int,
+                     ) -> Callable[[], Any]:
+    """A zero-argument callable running the layer's forward pass in ONNX Runtime.
+
+    The model, one ``Conv`` node, is built in memory with ``onnx.helper``; the weight is an
+    initializer, as in an exported network (ONNX Runtime may pre-pack it when the session
+    is created, outside the timed calls).  The session runs ``threads`` intra-op threads.
+
+    Parameters
+    ----------
+    ort : module
+        The ``onnxruntime`` module.
+    layer : Layer
+    x, w : numpy.ndarray
+        NCHW float32 input and OIHW weight.
+    threads : int
+
+    Returns
+    -------
+    callable
+        Returns the NCHW result as a NumPy array.
+
+    Raises
+    ------
+    ValueError
+        For a dtype ONNX Runtime's CPU convolution lacks (it has float32 only), so that the
+        suite reports the case as not applicable.
+    """
+    from onnx import TensorProto, helper, numpy_helper
+
+    if x.dtype != np.float32:
+        raise ValueError(f"ONNX Runtime's CPU Conv runs float32 only, not {x.dtype}")
+    pad, st, dl = layer.padding, layer.stride, layer.dilation
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], kernel_shape=[layer.R, layer.S],
+                            strides=[st, st], pads=[pad, pad, pad, pad], dilations=[dl, dl],
+                            group=layer.groups)
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.ascontiguousarray(w), "W")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # read by every ONNX Runtime release since 1.10
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    feed = {"X": x}
+    return lambda: session.run(None, feed)[0]
+
+
+def planned_algorithm(layer: Layer, n: int, dtype: str, algo: str) -> Optional[str]:
     """The forward algorithm cconv's planner picks for `algo`, or None if none applies.
 
     Parameters
@@ -147,7 +236,7 @@ def planned_algorithm(layer, n, dtype, algo):
     return str(plan.algorithm)
 
 
-def max_rel_err(a, ref):
+def max_rel_err(a: npt.ArrayLike, ref: npt.ArrayLike) -> float:
     """Largest absolute difference of `a` from `ref`, over the largest magnitude of `ref`.
 
     Parameters
@@ -159,11 +248,11 @@ def max_rel_err(a, ref):
     -------
     float
     """
-    a = np.asarray(a, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    if a.shape != ref.shape:
+    got = np.asarray(a, dtype=np.float64)
+    want = np.asarray(ref, dtype=np.float64)
+    if got.shape != want.shape:
         return float("inf")
-    if not ref.size:
+    if not want.size:
         return 0.0
-    scale = float(np.max(np.abs(ref))) or 1.0  # an all-zero reference: absolute error
-    return float(np.max(np.abs(a - ref))) / scale
+    scale = float(np.max(np.abs(want))) or 1.0  # an all-zero reference: absolute error
+    return float(np.max(np.abs(got - want))) / scale

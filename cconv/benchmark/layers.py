@@ -1,29 +1,49 @@
 """The layer table of the benchmark suite, layer selection and FLOP counts."""
 
-from collections import namedtuple
+from __future__ import annotations
+
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from .._geometry import conv_output_size
 
 __all__ = ["LAYERS", "Layer", "conv_flops", "select_layers"]
 
 
-class Layer(namedtuple("Layer", "name N C K H W R S stride padding dilation groups")):
+class Layer(NamedTuple):
     """One convolution layer of the suite.
 
     Input (N, C, H, W), weight (K, C/groups, R, S).  ``stride``, ``padding`` (per side)
     and ``dilation`` are the same along both axes; ``groups == C`` is depthwise.
+
+    Attributes
+    ----------
+    name : str
+    N, C, K, H, W, R, S : int
+        Batch, input channels, output channels, input height and width, kernel size.
+    stride, padding, dilation, groups : int
     """
 
-    __slots__ = ()
+    name: str
+    N: int
+    C: int
+    K: int
+    H: int
+    W: int
+    R: int
+    S: int
+    stride: int
+    padding: int
+    dilation: int
+    groups: int
 
     @property
-    def output_hw(self):
+    def output_hw(self) -> Tuple[int, int]:
         """The output's (OH, OW)."""
         return (
-            conv_output_size(self.H, self.R, self.stride, self.dilation,
-                             self.padding, self.padding),
-            conv_output_size(self.W, self.S, self.stride, self.dilation,
-                             self.padding, self.padding),
+            int(conv_output_size(self.H, self.R, self.stride, self.dilation, self.padding,
+                                 self.padding)),
+            int(conv_output_size(self.W, self.S, self.stride, self.dilation, self.padding,
+                                 self.padding)),
         )
 
 
@@ -52,7 +72,7 @@ LAYERS = (
 )
 
 
-def conv_flops(layer, n=None):
+def conv_flops(layer: Layer, n: Optional[int] = None) -> int:
     """FLOPs of one pass of `layer`, counted as direct convolution.
 
     Parameters
@@ -74,7 +94,8 @@ def conv_flops(layer, n=None):
     return 2 * n * layer.K * oh * ow * (layer.C // layer.groups) * layer.R * layer.S
 
 
-def select_layers(spec=None, layers=LAYERS):
+def select_layers(spec: Union[None, str, Sequence[str]] = None,
+                  layers: Sequence[Layer] = LAYERS) -> List[Layer]:
     """Pick the layers whose name contains one of the given substrings.
 
     Parameters

@@ -43,8 +43,18 @@ Row = Dict[str, Any]
 class NdLayer(NamedTuple):
     """One 1-D or 3-D convolution layer of the suite.
 
-    Input (N, C, *spatial), weight (K, C/groups, *kernel); ``stride``, ``padding`` (each
-    side) and ``dilation`` are the same along every axis; ``groups == C`` is depthwise.
+    Input ``(N, C, *spatial)``, weight ``(K, C/groups, *kernel)``; ``stride``, ``padding``
+    (each side) and ``dilation`` are the same along every axis; ``groups == C`` is
+    depthwise.
+
+    Attributes
+    ----------
+    name : str
+    N, C, K : int
+        Batch, input and output channels.
+    spatial, kernel : tuple of int
+        Input and kernel size per spatial axis (1 or 3 entries).
+    stride, padding, dilation, groups : int
     """
 
     name: str

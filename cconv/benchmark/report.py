@@ -1,19 +1,25 @@
 """Markdown reports: the results of a suite run, and the layer table."""
 
-from .layers import LAYERS, conv_flops
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from .layers import LAYERS, Layer, conv_flops
 
 __all__ = ["format_layer_table", "format_markdown"]
 
 # Largest error relative to PyTorch's largest magnitude that is not flagged in the table:
 # a few float32 roundings over a long reduction, or float64 ones.
 _TOLERANCE = {"float32": 1e-3, "float64": 1e-9}
+# A contender's version field when it did not run.
+_ABSENT = ("not installed", "not used")
 
 
-def _fmt(v, spec=".1f"):
+def _fmt(v: Optional[float], spec: str = ".1f") -> str:
     return "-" if v is None else format(v, spec)
 
 
-def _shape_str(r):
+def _shape_str(r: Dict[str, Any]) -> str:
     s = f"{r['C']}->{r['K']} {r['R']}x{r['S']}"
     if r["stride"] != 1:
         s += f" s{r['stride']}"
@@ -26,24 +32,28 @@ def _shape_str(r):
     return s + f" {r['H']}x{r['W']}"
 
 
-def _header(m):
+def _header(m: Dict[str, Any]) -> List[str]:
     torch_threads = f" ({m['torch_threads']} threads)" if m.get("torch_threads") else ""
     cfg = m.get("cconv_config")
     simd = (f"; cconv SIMD {cfg.get('simd', '?')}, OpenMP {cfg.get('openmp', '?')}"
             if cfg else "")
     min_time = (f" or more (at least {m['min_time']:g} s per contender)"
                 if m.get("min_time") else "")
+    ort = m.get("onnxruntime_version")
+    ort_text = f"; onnxruntime {ort}" if ort else ""
     lines = [
         "# cconv benchmark",
         "",
         (f"- cconv {m['cconv_version']}, {m['threads']} threads; "
-         f"torch {m['torch_version']}{torch_threads}; numpy {m['numpy_version']}; "
+         f"torch {m['torch_version']}{torch_threads}{ort_text}; numpy {m['numpy_version']}; "
          f"Python {m['python']}"),
         f"- CPU: {m['cpu_model']} ({m['cpu_count']} logical CPUs){simd}",
         (f"- dtype {m['dtype']}, NCHW; median of {m['repeats']} timed calls{min_time} after "
          f"{m['warmup']} warm-up, contenders interleaved; {m['timer']}"),
         (f"- GFLOP/s = {m['flops_formula']} / median time; "
-         "ratio = cconv / torch GFLOP/s (> 1: cconv faster)"),
+         "ratio = cconv / torch GFLOP/s (> 1: cconv faster)"
+         + ("; ratio ort = cconv / ONNX Runtime (forward only; ONNX Runtime holds the weight "
+            "as an initializer, so it may pre-pack it)" if ort and ort not in _ABSENT else "")),
     ]
     if m.get("quick"):
         lines.append("- **quick mode**: N=1 for every layer (smoke test, not representative)")
@@ -52,7 +62,7 @@ def _header(m):
     return lines
 
 
-def _row_cells(r, tol):
+def _row_cells(r: Dict[str, Any], tol: float) -> List[str]:
     c, t = r["cconv"], r["torch"]
     algo = r["algo"]
     if r.get("plan_algorithm") and r["plan_algorithm"] != algo:
@@ -72,7 +82,14 @@ def _row_cells(r, tol):
             _fmt(r.get("ratio"), ".2f")]
 
 
-def format_markdown(result):
+def _ort_cells(r: Dict[str, Any]) -> List[str]:
+    o = r.get("onnxruntime") or {}
+    if o.get("status") != "ok":
+        return ["-", "-"]
+    return [_fmt(o["median_s"] * 1e3, ".2f"), _fmt(r.get("ratio_onnxruntime"), ".2f")]
+
+
+def format_markdown(result: Dict[str, Any]) -> str:
     """Render the results of :func:`~cconv.benchmark.run_suite` as a markdown report.
 
     Parameters
@@ -85,7 +102,8 @@ def format_markdown(result):
     str
         A header (versions, threads, CPU, settings) and one table row per
         (layer, pass, algo): median time and GFLOP/s of cconv and PyTorch, and
-        ``ratio`` = cconv / torch GFLOP/s (> 1: cconv faster).  A ``x direct`` column
+        ``ratio`` = cconv / torch GFLOP/s (> 1: cconv faster).  ``ort ms`` and
+        ``ratio ort`` (cconv / ONNX Runtime) appear when ONNX Runtime ran.  A ``x direct`` column
         (GFLOP/s over the direct algorithm's) appears when ``direct`` was timed with
         another algorithm.
     """
@@ -93,8 +111,11 @@ def format_markdown(result):
     lines = _header(m) + [""]
     rows = result["results"]
     has_direct_cmp = any(r.get("vs_direct") is not None for r in rows)
+    has_ort = any((r.get("onnxruntime") or {}).get("status") == "ok" for r in rows)
     head = ["layer", "shape", "N", "pass", "algo", "cconv ms", "cconv GFLOP/s",
             "torch ms", "torch GFLOP/s", "ratio"]
+    if has_ort:
+        head += ["ort ms", "ratio ort"]
     if has_direct_cmp:
         head.append("x direct")
     lines.append("| " + " | ".join(head) + " |")
@@ -102,13 +123,15 @@ def format_markdown(result):
     tol = _TOLERANCE.get(m.get("dtype"), 1e-3)
     for r in rows:
         cells = _row_cells(r, tol)
+        if has_ort:
+            cells += _ort_cells(r)
         if has_direct_cmp:
             cells.append(_fmt(r.get("vs_direct"), ".2f"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def format_layer_table(layers=LAYERS):
+def format_layer_table(layers: Sequence[Layer] = LAYERS) -> str:
     """The layers as a markdown table, with the GFLOP of one pass each.
 
     Parameters

@@ -1,6 +1,10 @@
-"""The suite runner: every (layer, pass) timed for cconv and PyTorch, results checked."""
+"""The suite runner: every (layer, pass) timed for cconv, PyTorch and ONNX Runtime (forward),
+results checked."""
+
+from __future__ import annotations
 
 import time
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -10,9 +14,11 @@ from .._geometry import COMPUTE_DTYPES
 from . import environment
 from .contenders import (
     cconv_call,
+    import_onnxruntime,
     import_torch,
     make_data,
     max_rel_err,
+    onnxruntime_call,
     planned_algorithm,
     torch_call,
 )
@@ -37,11 +43,14 @@ _PASS_ALIASES = {
 }
 
 
-def _split(spec):
+Row = Dict[str, Any]
+
+
+def _split(spec: Union[str, Sequence[str]]) -> List[str]:
     return spec.split(",") if isinstance(spec, str) else list(spec)
 
 
-def parse_passes(passes=None):
+def parse_passes(passes: Union[None, str, Sequence[str]] = None) -> List[str]:
     """The passes named by `passes`, in :data:`PASSES` order.
 
     Parameters
@@ -63,7 +72,7 @@ def parse_passes(passes=None):
     """
     if passes is None:
         return list(PASSES)
-    chosen = set()
+    chosen: set[str] = set()
     for p in _split(passes):
         p = p.strip().lower().replace("-", "_")
         if not p:
@@ -76,7 +85,7 @@ def parse_passes(passes=None):
     return [p for p in PASSES if p in chosen]
 
 
-def parse_algos(algos=None):
+def parse_algos(algos: Union[None, str, Sequence[str]] = None) -> List[str]:
     """The cconv algorithms named by `algos`, duplicates dropped.
 
     Parameters
@@ -97,7 +106,7 @@ def parse_algos(algos=None):
     if algos is None:
         return ["auto"]
     known = ["auto", "find", *cconv.ALGORITHMS]
-    out = []
+    out: List[str] = []
     for a in _split(algos):
         a = a.strip().lower()
         if not a:
@@ -113,26 +122,28 @@ def parse_algos(algos=None):
 
 
 def run_suite(
-    layers=None,
-    passes=None,
-    algos=None,
-    threads=None,
-    repeats=5,
-    warmup=1,
-    min_time=0.0,
-    dtype="float32",
-    quick=False,
-    torch=True,
-    check=True,
-    progress=None,
-    timer=time.perf_counter,
-    seed=0,
-):
-    """Time cconv (and PyTorch when it is installed) on a set of layers.
+    layers: Union[None, str, Sequence[str], Sequence[Layer]] = None,
+    passes: Union[None, str, Sequence[str]] = None,
+    algos: Union[None, str, Sequence[str]] = None,
+    threads: Optional[int] = None,
+    repeats: int = 5,
+    warmup: int = 1,
+    min_time: float = 0.0,
+    dtype: str = "float32",
+    quick: bool = False,
+    torch: bool = True,
+    check: bool = True,
+    progress: Optional[Callable[[str], None]] = None,
+    timer: Callable[[], float] = time.perf_counter,
+    seed: int = 0,
+    onnxruntime: bool = True,
+) -> Dict[str, Any]:
+    """Time cconv (and PyTorch and ONNX Runtime when installed) on a set of layers.
 
     Every requested pass of every layer is timed for every requested cconv algorithm and
-    for PyTorch on the same arrays, with the same thread count; the calls of all
-    contenders of one (layer, pass) are interleaved (see
+    for PyTorch on the same arrays, with the same thread count (ONNX Runtime, an inference
+    engine, runs the forward pass only); the calls of all contenders of one (layer, pass)
+    are interleaved (see
     :func:`~cconv.benchmark.timing.time_interleaved`).
 
     Parameters
@@ -170,16 +181,20 @@ def run_suite(
         Clock returning seconds; default :func:`time.perf_counter`.
     seed : int, optional
         Seed of the random input data.
+    onnxruntime : bool, optional
+        Compare the forward pass with ONNX Runtime when ``onnxruntime`` and ``onnx`` are
+        importable (float32 only).  Default True.
 
     Returns
     -------
     dict
         ``{"meta": {...}, "results": [row, ...]}``, one row per (layer, pass, algo): the
-        shape, the batch ``N`` used, ``flops``, a ``cconv`` and a ``torch`` entry
-        (``status`` "ok" / "n/a" / "error" / "not installed" / "not used", ``times_s``,
-        ``median_s``, ``gflops``), ``ratio`` (cconv / torch GFLOP/s), ``vs_direct``
-        (GFLOP/s over the direct algorithm's, when that was timed too) and
-        ``max_rel_err``.
+        shape, the batch ``N`` used, ``flops``, a ``cconv``, a ``torch`` and an
+        ``onnxruntime`` entry (``status`` "ok" / "n/a" / "error" / "not installed" /
+        "not used", ``times_s``, ``median_s``, ``gflops``), ``ratio`` (cconv / torch
+        GFLOP/s), ``ratio_onnxruntime`` (cconv / ONNX Runtime), ``vs_direct`` (GFLOP/s over
+        the direct algorithm's, when that was timed too), ``max_rel_err`` (against PyTorch)
+        and ``max_rel_err_onnxruntime``.
 
     Raises
     ------
@@ -189,11 +204,12 @@ def run_suite(
     dtype = np.dtype(dtype).name
     if dtype not in [d.name for d in COMPUTE_DTYPES]:
         raise ValueError(f"dtype: expected float32 or float64, got {dtype!r}")
+    layer_list: List[Layer]
     if layers is not None and not isinstance(layers, str) and all(
             isinstance(layer, Layer) for layer in layers):
-        layer_list = list(layers)
+        layer_list = [layer for layer in layers if isinstance(layer, Layer)]
     else:
-        layer_list = select_layers(layers)
+        layer_list = select_layers(layers)  # type: ignore[arg-type]  # names, not Layers
     pass_list = parse_passes(passes)
     algo_list = parse_algos(algos)
     repeats, warmup, min_time = int(repeats), int(warmup), float(min_time)
@@ -216,8 +232,9 @@ def run_suite(
     tmod = import_torch() if torch else None
     if tmod is not None:
         tmod.set_num_threads(threads)
+    ort = import_onnxruntime() if onnxruntime else None
 
-    meta = environment.describe(threads, tmod, torch)
+    meta = environment.describe(threads, tmod, torch, ort, onnxruntime)
     meta.update({
         "dtype": dtype,
         "passes": pass_list,
@@ -232,7 +249,7 @@ def run_suite(
     })
 
     rng = np.random.default_rng(seed)
-    results = []
+    results: List[Row] = []
     t_start = time.perf_counter()
     for layer in layer_list:
         n = 1 if quick else layer.N
@@ -245,10 +262,18 @@ def run_suite(
                           for a in algo_list}
             if tmod is not None:
                 contenders["torch"] = torch_call(tmod, layer, pss, x, w, gy)
+            ort_problem: Optional[Dict[str, Any]] = None
+            if ort is not None and pss == "forward":
+                try:
+                    contenders["onnxruntime"] = onnxruntime_call(ort, layer, x, w, threads)
+                except ValueError as exc:  # a dtype it lacks: not applicable
+                    ort_problem = {"status": "n/a", "reason": str(exc)}
+                except Exception as exc:  # its own failure is reported, not fatal
+                    ort_problem = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
             times, outputs, errors = time_interleaved(contenders, warmup, repeats, timer,
                                                       min_time)
             rows = _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors,
-                              meta, plan_algo if pss == "forward" else {}, check)
+                              meta, plan_algo if pss == "forward" else {}, check, ort_problem)
             results.extend(rows)
             if progress is not None:
                 progress(_progress_line(layer, pss, n, rows))
@@ -256,15 +281,30 @@ def run_suite(
     return {"meta": meta, "results": results}
 
 
-def _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors, meta, plan_algo,
-               check):
+def _entry(label: str, times: Dict[str, List[float]], errors: Dict[str, str], flops: int,
+           absent: Dict[str, Any]) -> Dict[str, Any]:
+    """A contender's record: its timings, its error, or ``absent`` when it did not run."""
+    if label in times:
+        return dict(status="ok", **summarize(times[label], flops))
+    if label in errors:
+        return {"status": "error", "error": errors[label]}
+    return absent
+
+
+def _case_rows(layer: Layer, n: int, pss: str, algo_list: List[str], flops: int,
+               times: Dict[str, List[float]], outputs: Dict[str, Any], errors: Dict[str, str],
+               meta: Dict[str, Any], plan_algo: Dict[str, Optional[str]], check: bool,
+               ort_problem: Optional[Dict[str, Any]] = None) -> List[Row]:
     """The result rows of one (layer, pass), one per cconv algorithm."""
-    if "torch" in times:
-        t_entry = dict(status="ok", **summarize(times["torch"], flops))
-    elif "torch" in errors:
-        t_entry = {"status": "error", "error": errors["torch"]}
-    else:  # not compared: the status says why ("not installed" or "not used")
-        t_entry = {"status": meta["torch_version"]}
+    # Not compared: the status says why ("not installed" or "not used").
+    t_entry = _entry("torch", times, errors, flops, {"status": meta["torch_version"]})
+    ort_version = meta.get("onnxruntime_version", "not used")
+    o_absent = ort_problem or (
+        {"status": "n/a", "reason": "ONNX Runtime runs the forward pass only"}
+        if pss != "forward" and ort_version not in ("not installed", "not used")
+        else {"status": ort_version})
+    o_entry = _entry("onnxruntime", times, errors, flops, o_absent)
+    ort_ref = outputs.get("onnxruntime")
     direct_gf = None
     if "cconv:direct" in times:
         direct_gf = summarize(times["cconv:direct"], flops)["gflops"]
@@ -273,7 +313,7 @@ def _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors, meta, pl
         ref = ref.numpy()
 
     oh, ow = layer.output_hw
-    rows = []
+    rows: List[Row] = []
     for a in algo_list:
         label = "cconv:" + a
         row = {
@@ -282,13 +322,18 @@ def _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors, meta, pl
             "W": layer.W, "R": layer.R, "S": layer.S, "stride": layer.stride,
             "padding": layer.padding, "dilation": layer.dilation, "groups": layer.groups,
             "OH": oh, "OW": ow, "flops": flops, "dtype": meta["dtype"],
-            "threads": meta["threads"], "torch": t_entry,
-            "ratio": None, "vs_direct": None, "max_rel_err": None,
+            "threads": meta["threads"], "torch": t_entry, "onnxruntime": o_entry,
+            "ratio": None, "ratio_onnxruntime": None, "vs_direct": None, "max_rel_err": None,
+            "max_rel_err_onnxruntime": None,
         }
         if label in times:
             c_entry = dict(status="ok", **summarize(times[label], flops))
             if t_entry["status"] == "ok":
                 row["ratio"] = c_entry["gflops"] / t_entry["gflops"]
+            if o_entry["status"] == "ok":
+                row["ratio_onnxruntime"] = c_entry["gflops"] / o_entry["gflops"]
+                if check and ort_ref is not None:
+                    row["max_rel_err_onnxruntime"] = max_rel_err(outputs[label], ort_ref)
             if direct_gf and a != "direct":
                 row["vs_direct"] = c_entry["gflops"] / direct_gf
             if check and ref is not None:
@@ -300,9 +345,12 @@ def _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors, meta, pl
     return rows
 
 
-def _progress_line(layer, pss, n, rows):
+def _progress_line(layer: Layer, pss: str, n: int, rows: List[Row]) -> str:
     cells = [f"{r['algo']} {r['cconv']['gflops']:.1f}" if r["cconv"]["status"] == "ok"
              else f"{r['algo']} n/a" for r in rows]
     t = rows[0]["torch"]
     tpart = f"torch {t['gflops']:.1f}" if t["status"] == "ok" else ""
-    return f"{layer.name:<26} {pss:<15} N={n:<2d} GFLOP/s: {', '.join(cells)} {tpart}"
+    o = rows[0]["onnxruntime"]
+    opart = f" ort {o['gflops']:.1f}" if o["status"] == "ok" else ""
+    return (f"{layer.name:<26} {pss:<15} N={n:<2d} GFLOP/s: {', '.join(cells)} "
+            f"{tpart}{opart}").rstrip()

@@ -1,11 +1,16 @@
 """Interleaved timing of several contenders, and the statistics reported for them."""
 
+from __future__ import annotations
+
 import statistics
+from typing import Any, Callable, Dict, List, Tuple
 
 __all__ = ["summarize", "time_interleaved"]
 
 
-def time_interleaved(contenders, warmup, repeats, timer, min_time=0.0, max_repeats=200):
+def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repeats: int,
+                     timer: Callable[[], float], min_time: float = 0.0, max_repeats: int = 200,
+                     ) -> Tuple[Dict[str, List[float]], Dict[str, Any], Dict[str, str]]:
     """Warm up, then time rounds of one call of every contender each.
 
     Parameters
@@ -35,8 +40,9 @@ def time_interleaved(contenders, warmup, repeats, timer, min_time=0.0, max_repea
         Label -> message of the ValueError its warm-up raised.  Such a contender cannot
         run the case (an algorithm that does not apply to the shape) and is not timed.
     """
-    outputs, errors = {}, {}
-    live = []
+    outputs: Dict[str, Any] = {}
+    errors: Dict[str, str] = {}
+    live: List[str] = []
     for label, fn in contenders.items():
         try:
             for i in range(max(1, warmup)):
@@ -47,7 +53,7 @@ def time_interleaved(contenders, warmup, repeats, timer, min_time=0.0, max_repea
             errors[label] = str(exc) or exc.__class__.__name__
             continue
         live.append(label)
-    times = {label: [] for label in live}
+    times: Dict[str, List[float]] = {label: [] for label in live}
     i = 0
     while live and (i < repeats or (i < max_repeats
                                     and min(sum(t) for t in times.values()) < min_time)):
@@ -68,7 +74,7 @@ def time_interleaved(contenders, warmup, repeats, timer, min_time=0.0, max_repea
     return times, outputs, errors
 
 
-def summarize(times, flops):
+def summarize(times: List[float], flops: int) -> Dict[str, Any]:
     """Median, minimum and throughput of a list of call times.
 
     Parameters

@@ -10,6 +10,8 @@ flipping / reshaping views, boundary extension beyond what the core's padding mo
 broadcast add, and one exception: ``signal`` sums 32/64-bit integer inputs exactly over the
 kernel taps in NumPy when float64 could round them (SciPy wraps such sums as integers).
 
+The adapters::
+
     from cconv.compat import arrayfire   # convolve2_nn, convolve2_gradient_nn   (d0, d1, C, N)
     from cconv.compat import tensorflow  # conv2d, depthwise_conv2d_native, backprops (NHWC)
     from cconv.compat import onednn      # Graph API convolution_forward / _backward_data /

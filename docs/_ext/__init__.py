@@ -1,0 +1,1 @@
+"""Sphinx extensions of cconv's documentation."""
