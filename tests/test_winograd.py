@@ -1,8 +1,8 @@
 """Winograd F(2x2,3x3): all three passes against the float64 reference (support.reference),
-the job layouts its schedule picks, workspace, NaN / Inf, and auto's choice against timings."""
+the job layouts its schedule picks, workspace, NaN / Inf (auto against timings is a benchmark:
+bench/auto_vs_best.py)."""
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -238,66 +238,6 @@ def test_registered_and_workspace_reported():
 
 # Layers on both sides of auto's Winograd rules: (x shape, weight shape, padding, groups).
 # Depthwise is where Winograd is ~10x slower; the 1x1 layer can run direct or gemm.
-AUTO_LAYERS = {
-    "3x3_64ch_28px": ((4, 64, 28, 28), (64, 64, 3, 3), 1, 1),
-    "3x3_16ch_56px": ((4, 16, 56, 56), (16, 16, 3, 3), 1, 1),
-    "3x3_128ch_7px": ((2, 128, 7, 7), (128, 128, 3, 3), 1, 1),
-    "3x3_depthwise": ((4, 64, 28, 28), (64, 1, 3, 3), 1, 64),
-    "1x1_64to128": ((4, 64, 28, 28), (128, 64, 1, 1), 0, 1),
-}
-AUTO_SLACK = 2.0     # generous: a shared, noisy machine
-
-
-def _best_times(calls, rounds, best):
-    """Interleaved rounds of every call, rotating which goes first (a call after one that
-    swept the caches starts cold); ``best`` keeps each one's fastest time."""
-    names = list(calls)
-    for i in range(rounds):
-        k = i % len(names)
-        for algo in names[k:] + names[:k]:
-            start = time.perf_counter()
-            calls[algo]()
-            best[algo] = min(best.get(algo, np.inf), time.perf_counter() - start)
-    return best
-
-
-@pytest.mark.skipif(bool(os.environ.get("CCONV_UNDER_SANITIZER")),
-                    reason="timings of a sanitized build say nothing about the release build")
-@pytest.mark.parametrize("layer", sorted(AUTO_LAYERS))
-def test_auto_is_never_much_slower_than_the_best_algorithm(layer):
-    """For each pass, the algorithm auto picks times within AUTO_SLACK of the fastest usable
-    one (min over interleaved calls; measured again before failing, to ride out noise).
-
-    One thread: auto's rules do not depend on the thread count, and on a shared 2-core
-    machine another busy process stalls OpenMP barriers, slowing some kernels 10-50x and
-    others less, which says nothing about the choice."""
-    xs, ws, padding, groups = AUTO_LAYERS[layer]
-    geom = make_geometry(xs, ws, padding=padding, groups=groups)
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal(xs, dtype=np.float32)
-    w = rng.standard_normal(ws, dtype=np.float32)
-    dy = rng.standard_normal((geom.N, geom.K, geom.OH, geom.OW), dtype=np.float32)
-    nthreads = 1
-    kw = dict(padding=padding, groups=groups, num_threads=nthreads)
-    passes = {
-        "forward": lambda a: cconv.conv2d(x, w, algo=a, **kw),
-        "backward_data": lambda a: cconv.conv2d_backward_data(dy, w, xs, algo=a, **kw),
-        "backward_weight": lambda a: cconv.conv2d_backward_weight(dy, x, ws, algo=a, **kw),
-    }
-    for op, run in passes.items():
-        chosen = _dispatch.select(geom, op, "auto", nthreads).name
-        calls = {a: (lambda a=a: run(a)) for a in _dispatch.usable(geom, op)}
-        assert chosen in calls, (op, chosen, list(calls))
-        _best_times(calls, 1, {})                     # warm-up (schedules, pools, pages)
-        best = _best_times(calls, 6, {})
-        for _ in range(3):
-            if best[chosen] <= AUTO_SLACK * min(best.values()):
-                break
-            best = _best_times(calls, 6, best)
-        ms = {a: round(t * 1e3, 3) for a, t in best.items()}
-        assert best[chosen] <= AUTO_SLACK * min(best.values()), (layer, op, chosen, ms)
-
-
 @pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_nonfinite_weight_or_cropped_gradient_lands_like_reference(special, dtype):
@@ -375,7 +315,6 @@ def test_peak_rss_stays_within_result_plus_reported_workspace(op):
     # operands, not 16/4 x the activations of transformed tiles.  Peak RSS growth of a
     # fresh process over one call (vgg-like 8x128x56x56, 12.8 MB activations).
     import json
-    import os
     import subprocess
     import sys
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(cconv.__file__)))
