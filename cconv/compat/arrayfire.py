@@ -23,11 +23,22 @@ the signal (``"data"``, ``AF_CONV_GRADIENT_DATA`` = 2, shape of the signal) or t
 d0, d1 and the batch).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Union, cast
+
 import numpy as np
+import numpy.typing as npt
 
 import cconv as _cc
 
 from . import _pair
+
+if TYPE_CHECKING:
+    from .._geometry import IntOrPair
+    from . import _ConvKeywords
+
+Array = npt.NDArray[Any]
 
 __all__ = [
     "convolve2_nn",
@@ -62,8 +73,9 @@ _GRAD_INTS = {
 }
 
 
-def _grad_kind(grad_type):
+def _grad_kind(grad_type: object) -> str:
     value = getattr(grad_type, "value", grad_type)  # arrayfire-python's ConvGradient enum members
+    kind: Union[str, int, None]  # 0: AF_CONV_GRADIENT_DEFAULT, refused below
     if isinstance(value, str):
         kind = _GRAD_NAMES.get(value.strip().lower())
         if kind is None and value.strip().lower() in ("default", "af_conv_gradient_default"):
@@ -83,10 +95,10 @@ def _grad_kind(grad_type):
             f"grad_type must be 'filter', 'data', 'bias', one of ArrayFire's enum values 1, 2, 3 "
             f"or names AF_CONV_GRADIENT_FILTER/DATA/BIAS; got {grad_type!r}"
         )
-    return kind
+    return cast(str, kind)  # 0 and None were refused above
 
 
-def _as4(a, what):
+def _as4(a: npt.ArrayLike, what: str) -> Array:
     a = np.asarray(a)
     if not 2 <= a.ndim <= 4:
         raise ValueError(f"{what} must have 2 to 4 dimensions (d0, d1, C, N), got shape {a.shape}")
@@ -95,7 +107,7 @@ def _as4(a, what):
     return a
 
 
-def _geometry(stride, padding, dilation):
+def _geometry(stride: object, padding: object, dilation: object) -> _ConvKeywords:
     # index 0 acts on d0 (= cconv W), index 1 on d1 (= cconv H): swap into cconv's (h, w) order.
     s0, s1 = _pair(stride, "stride")
     p0, p1 = _pair(padding, "padding")
@@ -103,22 +115,59 @@ def _geometry(stride, padding, dilation):
     return dict(stride=(s1, s0), padding=(p1, p0), dilation=(d1, d0))
 
 
-def _nchw(a):
+def _nchw(a: Array) -> Array:
     """(d0, d1, C, N) -> (N, C, H=d1, W=d0) view."""
     return a.transpose(3, 2, 1, 0)
 
 
-def _flipped_oihw(filt):
+def _flipped_oihw(filt: Array) -> Array:
     """(f0, f1, C, K) -> (K, C, f1, f0) with both spatial axes reversed (true convolution)."""
     return filt.transpose(3, 2, 1, 0)[:, :, ::-1, ::-1]
 
 
 def convolve2_nn(
-    signal, filter, stride=(1, 1), padding=(0, 0), dilation=(1, 1), *, algo="auto", num_threads=None
-):
-    """ArrayFire ``convolve2NN``: signal (d0, d1, C, N) convolved with filter (f0, f1, C, K).
+    signal: npt.ArrayLike,
+    filter: npt.ArrayLike,
+    stride: IntOrPair = (1, 1),
+    padding: IntOrPair = (0, 0),
+    dilation: IntOrPair = (1, 1),
+    *,
+    algo: str = "auto",
+    num_threads: Optional[int] = None,
+) -> Array:
+    """ArrayFire ``convolve2NN``: a batch of signals convolved with a bank of filters.
 
-    Returns (o0, o1, K, N). ``stride``, ``padding`` and ``dilation`` are ints or (d0, d1) pairs.
+    A true convolution (the filter is flipped along d0 and d1), summed over the C channels,
+    for every one of the K filters and N signals, as ArrayFire's neural-network convolution.
+
+    Parameters
+    ----------
+    signal : array_like
+        Shape (d0, d1, C, N) in ArrayFire's dimension order (what
+        ``arrayfire.Array.to_ndarray()`` gives): N signals of C channels of d0 x d1 samples.
+        2-D or 3-D arrays get trailing singleton dimensions (C = 1, N = 1), as in ArrayFire.
+        float16, float32 or float64.
+    filter : array_like
+        Shape (f0, f1, C, K): K filters, each of C channels of f0 x f1 taps; C must equal the
+        signal's. Fewer than 4 dimensions get trailing singletons, as for ``signal``.
+    stride : int or (int, int)
+        Step of the filter along (d0, d1); positive. An int applies to both dimensions.
+    padding : int or (int, int)
+        Zeros added on both sides of d0 and of d1 (the same amount before and after);
+        non-negative.
+    dilation : int or (int, int)
+        Spacing of the filter taps along (d0, d1); 1 means no dilation.
+    algo : str, optional
+        cconv algorithm: ``"auto"`` (default), ``"find"`` or one of ``cconv.ALGORITHMS``.
+    num_threads : int, optional
+        Threads for this call; default :func:`cconv.get_num_threads`.
+
+    Returns
+    -------
+    ndarray
+        Shape (o0, o1, K, N) with ``o_i = (d_i + 2*padding[i] - dilation[i]*(f_i - 1) - 1)
+        // stride[i] + 1``, dtype ``numpy.result_type(signal, filter)`` (float16 computed in
+        float32); a Fortran-ordered view, as ArrayFire's column-major result would be.
     """
     x = _as4(signal, "signal")
     w = _as4(filter, "filter")
@@ -138,23 +187,56 @@ def convolve2_nn(
 
 
 def convolve2_gradient_nn(
-    incoming_gradient,
-    original_signal,
-    original_filter,
-    convolved_output,
-    stride,
-    padding,
-    dilation,
-    grad_type,
+    incoming_gradient: npt.ArrayLike,
+    original_signal: npt.ArrayLike,
+    original_filter: npt.ArrayLike,
+    convolved_output: Optional[npt.ArrayLike],
+    stride: IntOrPair,
+    padding: IntOrPair,
+    dilation: IntOrPair,
+    grad_type: object,
     *,
-    algo="auto",
-    num_threads=None,
-):
+    algo: str = "auto",
+    num_threads: Optional[int] = None,
+) -> Array:
     """ArrayFire ``convolve2GradientNN``: one gradient of :func:`convolve2_nn`.
 
-    ``incoming_gradient`` has the shape of ``convolved_output``, (o0, o1, K, N). ``grad_type``
-    selects the result: ``"filter"`` -> (f0, f1, C, K), ``"data"`` -> (d0, d1, C, N),
-    ``"bias"`` -> (K,). ``convolved_output`` is only used to check the shape (may be None).
+    Parameters
+    ----------
+    incoming_gradient : array_like
+        Gradient of the loss with respect to :func:`convolve2_nn`'s output, shape
+        (o0, o1, K, N); fewer than 4 dimensions get trailing singletons.
+    original_signal : array_like
+        The forward call's ``signal``, (d0, d1, C, N). Its values are used for the filter
+        gradient and its shape for the data gradient; unused for ``"bias"``.
+    original_filter : array_like
+        The forward call's ``filter``, (f0, f1, C, K). Its values are used for the data
+        gradient and its shape for the filter gradient; unused for ``"bias"``.
+    convolved_output : array_like or None
+        The forward call's result. Only its shape is read, to check that it equals
+        ``incoming_gradient``'s (ValueError otherwise); None skips the check.
+    stride, padding, dilation : int or (int, int)
+        The forward call's values, per (d0, d1), as in :func:`convolve2_nn`.
+    grad_type : str, int or enum member
+        Which gradient: ``"filter"`` (or ``AF_CONV_GRADIENT_FILTER`` = 1), ``"data"``
+        (``AF_CONV_GRADIENT_DATA`` = 2) or ``"bias"`` (``AF_CONV_GRADIENT_BIAS`` = 3). Names
+        are case-insensitive and may carry the ``AF_CONV_GRADIENT_`` / ``CONV_GRADIENT_``
+        prefix; an object with a ``value`` attribute (arrayfire-python's ``CONV_GRADIENT``
+        members) is read through it. ``AF_CONV_GRADIENT_DEFAULT`` (0) names no single
+        gradient and is refused with ValueError.
+    algo : str, optional
+        cconv algorithm: ``"auto"`` (default), ``"find"`` or one of ``cconv.ALGORITHMS``.
+    num_threads : int, optional
+        Threads for this call; default :func:`cconv.get_num_threads`.
+
+    Returns
+    -------
+    ndarray
+        ``"filter"``: shape (f0, f1, C, K), the gradient with respect to the (unflipped)
+        filter summed over the batch, a Fortran-ordered array. ``"data"``: shape
+        (d0, d1, C, N), a Fortran-ordered view. Both have dtype ``numpy.result_type`` of the
+        two arrays used. ``"bias"``: shape (K,), ``incoming_gradient`` summed over o0, o1 and
+        N, in its dtype.
     """
     kind = _grad_kind(grad_type)
     g = _as4(incoming_gradient, "incoming_gradient")

@@ -25,14 +25,28 @@ problem (as MIOpen's ``GetWorkSpaceSize``), from ``cconv.plan_conv2d`` of the co
 actually runs; cconv allocates its workspace itself, so this is informational.
 """
 
+from __future__ import annotations
+
 import collections
 import numbers
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, cast
 
 import numpy as np
+import numpy.typing as npt
 
 import cconv as _cc
 
 from . import _int
+
+if TYPE_CHECKING:
+    from .._geometry import IntOrPair, Pair, Shape4
+    from . import _ConvKeywords
+
+Array = npt.NDArray[Any]
+# A shape, or an array (or anything with ``.shape``) standing for its shape.
+ShapeLike = Union[Tuple[int, ...], List[int], Array]
+# A MIOpen algorithm: its name, its enum value, a cconv name, "auto" or None.
+AlgoArg = Union[str, int, None]
 
 __all__ = [
     "ConvolutionDescriptor",
@@ -51,6 +65,19 @@ __all__ = [
 ]
 
 ConvAlgoPerf = collections.namedtuple("ConvAlgoPerf", ["algo", "time_ms", "memory"])
+ConvAlgoPerf.__doc__ = """``miopenConvAlgoPerf_t``: one algorithm's result from a Find call.
+
+Attributes
+----------
+algo : str
+    The algorithm, by MIOpen's enum name for the direction searched (e.g.
+    ``"miopenConvolutionFwdAlgoWinograd"``), or ``"cconv:<name>"`` for a cconv algorithm
+    without a MIOpen equivalent. The execution functions accept it as their ``algo``.
+time_ms : float
+    Median time of the timed runs on random data of the problem's shape, in milliseconds.
+memory : int
+    Workspace the algorithm allocates for the problem, in bytes.
+"""
 
 # MIOpen algorithm names -> (enum value, cconv algorithm or None when cconv has none).
 _FWD = {
@@ -89,30 +116,64 @@ _MODES = {
 }
 
 
-def _spatial_list(value, what):
+def _spatial_list(value: object, what: str) -> Pair:
     """2-D tuple or N-d list with 2 spatial entries (an int is used for both)."""
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
         return (int(value), int(value))
-    items = [_int(v, what) for v in value]
+    items = [_int(v, what) for v in cast(Iterable[Any], value)]
     if len(items) != 2:
         raise ValueError(
             f"{what} has {len(items)} spatial dimensions ({list(items)}); "
             "cconv supports 2-D convolution only"
         )
-    return tuple(items)
+    return cast("Pair", tuple(items))
 
 
-def _shape(a, what):
-    shape = tuple(int(s) for s in (a.shape if hasattr(a, "shape") else a))
+def _shape(a: object, what: str) -> Shape4:
+    shape = tuple(int(s) for s in cast(Iterable[Any], a.shape if hasattr(a, "shape") else a))
     if len(shape) != 4:
         raise ValueError(f"{what} must be a 4-D NCHW shape (2 spatial dimensions), got {shape}")
     return shape
 
 
 class ConvolutionDescriptor:
-    """``miopenConvolutionDescriptor_t``: mode, pads, strides, dilations, groups, output padding."""
+    """``miopenConvolutionDescriptor_t``: mode, pads, strides, dilations, groups, output padding.
 
-    def __init__(self, mode="convolution", pad=(0, 0), stride=(1, 1), dilation=(1, 1)):
+    Construction is ``miopenInitConvolutionDescriptor`` (2-D); the group count and the
+    transpose output padding are set afterwards, as in MIOpen.
+
+    Parameters
+    ----------
+    mode : str or int, optional
+        ``"convolution"`` (``miopenConvolution``, 0; default) or ``"transpose"``
+        (``miopenTranspose``, 1); names are case-insensitive and may carry the ``miopen``
+        prefix.
+    pad : int or (int, int), optional
+        Zero padding (pad_h, pad_w) on both sides of each spatial axis; non-negative. In
+        transpose mode it is the padding of the convolution being transposed (it shrinks
+        the output).
+    stride : int or (int, int), optional
+        (stride_h, stride_w); positive.
+    dilation : int or (int, int), optional
+        (dilation_h, dilation_w); 1 means no dilation.
+
+    Attributes
+    ----------
+    mode : str
+        ``"convolution"`` or ``"transpose"``.
+    pad, stride, dilation : (int, int)
+        As given, per (h, w).
+    group_count : int
+        Channel groups (1 until :meth:`set_group_count`).
+    transpose_output_padding : (int, int)
+        Extra rows / columns of the transposed convolution's output (``adj_h``, ``adj_w``;
+        (0, 0) until :meth:`set_transpose_output_padding`).
+    spatial_dim : int
+        Always 2: cconv convolves 2-D images.
+    """
+
+    def __init__(self, mode: Union[str, int] = "convolution", pad: IntOrPair = (0, 0),
+                 stride: IntOrPair = (1, 1), dilation: IntOrPair = (1, 1)) -> None:
         key = mode.lower() if isinstance(mode, str) else mode
         if isinstance(key, bool) or key not in _MODES:
             raise ValueError(
@@ -130,34 +191,57 @@ class ConvolutionDescriptor:
         if min(self.dilation) < 1:
             raise ValueError(f"dilation must be positive, got {dilation!r}")
         self.group_count = 1
-        self.transpose_output_padding = (0, 0)
+        self.transpose_output_padding: Pair = (0, 0)
 
     spatial_dim = 2
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"ConvolutionDescriptor(mode={self.mode!r}, pad={self.pad}, stride={self.stride}, "
             f"dilation={self.dilation}, group_count={self.group_count}, "
             f"transpose_output_padding={self.transpose_output_padding})"
         )
 
-    def set_group_count(self, group_count):
+    def set_group_count(self, group_count: int) -> None:
+        """``miopenSetConvolutionGroupCount``: split the channels into groups.
+
+        Parameters
+        ----------
+        group_count : int
+            Positive; must divide the input and output channel counts of the tensors used
+            with this descriptor (checked when they are).
+        """
         g = _int(group_count, "group_count")
         if g < 1:
             raise ValueError(f"group_count must be positive, got {group_count!r}")
         self.group_count = g
 
-    def get_group_count(self):
+    def get_group_count(self) -> int:
+        """The group count set by :meth:`set_group_count` (default 1).
+
+        Returns
+        -------
+        int
+        """
         return self.group_count
 
-    def set_transpose_output_padding(self, adj_h, adj_w):
+    def set_transpose_output_padding(self, adj_h: int, adj_w: int) -> None:
+        """``miopenSetTransposeConvOutputPadding``: extra output rows / columns (transpose mode).
+
+        Parameters
+        ----------
+        adj_h, adj_w : int
+            Non-negative and, once tensors are checked against the descriptor, smaller than
+            the stride along that axis; they pick one of the output sizes a strided
+            transposed convolution can have.
+        """
         adj = (_int(adj_h, "adj_h"), _int(adj_w, "adj_w"))
         if min(adj) < 0:
             raise ValueError(f"transpose output padding must be non-negative, got {adj}")
         self.transpose_output_padding = adj
 
     # -- geometry
-    def _check_channels(self, x_shape, w_shape):
+    def _check_channels(self, x_shape: Shape4, w_shape: Shape4) -> None:
         g = self.group_count
         if self.mode == "convolution":
             if x_shape[1] != w_shape[1] * g or w_shape[0] % g != 0:
@@ -181,8 +265,26 @@ class ConvolutionDescriptor:
                         f"must be smaller than the stride {self.stride}"
                     )
 
-    def get_forward_output_dim(self, x_shape, w_shape):
-        """``miopenGetConvolutionForwardOutputDim`` -> (n, c, h, w)."""
+    def get_forward_output_dim(self, x_shape: ShapeLike, w_shape: ShapeLike) -> Shape4:
+        """``miopenGetConvolutionForwardOutputDim``: the shape of the forward result.
+
+        Parameters
+        ----------
+        x_shape : sequence of 4 ints or array
+            The input, (N, C, H, W); an array stands for its shape.
+        w_shape : sequence of 4 ints or array
+            The filter: (K, C/group_count, R, S) in convolution mode, (C, K/group_count, R, S)
+            in transpose mode.
+
+        Returns
+        -------
+        tuple of 4 ints
+            (N, K, OH, OW). Convolution mode: ``OH = (H + 2*pad_h - dilation_h*(R - 1) - 1)
+            // stride_h + 1``; transpose mode: ``OH = stride_h*(H - 1) + dilation_h*(R - 1)
+            + 1 - 2*pad_h + adj_h`` (likewise for W). ValueError when the channels do not
+            match the filter, the output padding is not smaller than the stride, or a size
+            would be below 1.
+        """
         x_shape = _shape(x_shape, "x_shape")
         w_shape = _shape(w_shape, "w_shape")
         self._check_channels(x_shape, w_shape)
@@ -212,7 +314,7 @@ class ConvolutionDescriptor:
         c = w_shape[1] * self.group_count if self.mode == "transpose" else w_shape[0]
         return (x_shape[0], c, out[0], out[1])
 
-    def _kwargs(self):
+    def _kwargs(self) -> _ConvKeywords:
         return dict(
             stride=self.stride,
             padding=self.pad,
@@ -222,7 +324,8 @@ class ConvolutionDescriptor:
             weight_layout="OIHW",
         )
 
-    def _conv_problem(self, direction, x_shape, w_shape):
+    def _conv_problem(self, direction: str, x_shape: Shape4,
+                      w_shape: Shape4) -> Tuple[Shape4, str]:
         """The ordinary convolution (its input shape, cconv op) that runs for a MIOpen direction.
 
         ``x_shape`` is MIOpen's x (the forward input in either mode).
@@ -243,29 +346,33 @@ class ConvolutionDescriptor:
         return y_shape, op[direction]
 
 
-def _check_desc(desc):
+def _check_desc(desc: object) -> None:
     if not isinstance(desc, ConvolutionDescriptor):
         raise TypeError(f"desc must be a miopen.ConvolutionDescriptor, got {type(desc).__name__}")
 
 
-def _check_same(what, got, want):
+def _check_same(what: str, got: Iterable[int], want: Iterable[int]) -> None:
     if tuple(got) != tuple(want):
         raise ValueError(
             f"{what} has shape {tuple(got)} but the descriptor and inputs give {tuple(want)}"
         )
 
 
-def _dtype(*arrays, default="float32"):
+def _dtype(*arrays: object, default: npt.DTypeLike = "float32") -> np.dtype[Any]:
     for a in arrays:
         if hasattr(a, "dtype"):
-            return np.dtype(a.dtype)
+            return cast("np.dtype[Any]", np.dtype(a.dtype))  # the stubs cannot tell from Any
     return np.dtype(default)
 
 
 # ------------------------------------------------------------------------------ workspace queries
 
 
-def _workspace(desc, conv_x_shape, w_shape, dtype):
+def _workspace(desc: ConvolutionDescriptor, conv_x_shape: Shape4, w_shape: Shape4,
+               dtype: npt.DTypeLike, op: str) -> int:
+    """The largest workspace any algorithm needs for cconv pass ``op`` of the convolution."""
+    best: Optional[int]
+    err: Optional[ValueError]
     best, err = None, None
     for algo in tuple(_cc.ALGORITHMS) + ("auto",):
         try:
@@ -273,14 +380,42 @@ def _workspace(desc, conv_x_shape, w_shape, dtype):
         except ValueError as e:  # algorithm not usable for this shape
             err = e
             continue
-        best = max(best or 0, int(plan.workspace_bytes))
+        best = max(best or 0, int(plan.workspace_bytes_for(op)))
     if best is None:
-        raise err
+        raise cast(ValueError, err)  # every algorithm, "auto" included, refused the shape
     return best
 
 
-def convolution_forward_get_workspace_size(desc, w_shape, x_shape, y_shape, *, dtype=None):
-    """``miopenConvolutionForwardGetWorkSpaceSize`` (shapes or arrays) -> bytes."""
+def convolution_forward_get_workspace_size(desc: ConvolutionDescriptor, w_shape: ShapeLike,
+                                           x_shape: ShapeLike, y_shape: ShapeLike, *,
+                                           dtype: Optional[npt.DTypeLike] = None) -> int:
+    """``miopenConvolutionForwardGetWorkSpaceSize``: workspace of the forward pass.
+
+    Parameters
+    ----------
+    desc : ConvolutionDescriptor
+        The convolution (mode, pads, strides, dilations, groups).
+    w_shape : sequence of 4 ints or array
+        The filter, (K, C/group_count, R, S) (transpose mode: (C, K/group_count, R, S)); an
+        array stands for its shape (and its dtype).
+    x_shape : sequence of 4 ints or array
+        The input, (N, C, H, W).
+    y_shape : sequence of 4 ints or array
+        The output; must equal :meth:`ConvolutionDescriptor.get_forward_output_dim` of
+        ``x_shape`` and ``w_shape`` (ValueError otherwise).
+    dtype : dtype-like, optional
+        float16, float32 or float64. Default: the dtype of ``x_shape`` or else ``w_shape``
+        when one is an array, else float32.
+
+    Returns
+    -------
+    int
+        Bytes: the largest workspace :func:`cconv.plan_conv2d` reports, at the default
+        thread count, among the cconv algorithms that can run the convolution computed (in
+        transpose mode, the convolution whose data gradient is the transposed one).
+        Informational: cconv allocates its workspace itself. ValueError when no algorithm
+        can run the problem.
+    """
     _check_desc(desc)
     x_s, w_s, y_s = (
         _shape(x_shape, "x_shape"),
@@ -288,12 +423,36 @@ def convolution_forward_get_workspace_size(desc, w_shape, x_shape, y_shape, *, d
         _shape(y_shape, "y_shape"),
     )
     _check_same("y", y_s, desc.get_forward_output_dim(x_s, w_s))
-    conv_x, _ = desc._conv_problem("forward", x_s, w_s)
-    return _workspace(desc, conv_x, w_s, dtype or _dtype(x_shape, w_shape))
+    conv_x, op = desc._conv_problem("forward", x_s, w_s)
+    return _workspace(desc, conv_x, w_s, dtype or _dtype(x_shape, w_shape), op)
 
 
-def convolution_backward_data_get_workspace_size(desc, dy_shape, w_shape, dx_shape, *, dtype=None):
-    """``miopenConvolutionBackwardDataGetWorkSpaceSize`` -> bytes."""
+def convolution_backward_data_get_workspace_size(desc: ConvolutionDescriptor, dy_shape: ShapeLike,
+                                                 w_shape: ShapeLike, dx_shape: ShapeLike, *,
+                                                 dtype: Optional[npt.DTypeLike] = None) -> int:
+    """``miopenConvolutionBackwardDataGetWorkSpaceSize``: workspace of the data gradient.
+
+    Parameters
+    ----------
+    desc : ConvolutionDescriptor
+        The convolution.
+    dy_shape : sequence of 4 ints or array
+        The output gradient, (N, K, OH, OW); must be the forward output shape for
+        ``dx_shape`` and ``w_shape`` (ValueError otherwise).
+    w_shape : sequence of 4 ints or array
+        The filter, laid out as for the forward pass of ``desc.mode``.
+    dx_shape : sequence of 4 ints or array
+        The input gradient, i.e. the forward input's shape (N, C, H, W).
+    dtype : dtype-like, optional
+        float16, float32 or float64. Default: the dtype of ``dy_shape`` or else ``w_shape``
+        when one is an array, else float32.
+
+    Returns
+    -------
+    int
+        Bytes, found as in :func:`convolution_forward_get_workspace_size` for the ordinary
+        convolution behind this pass. Informational: cconv allocates its workspace itself.
+    """
     _check_desc(desc)
     dy_s, w_s, dx_s = (
         _shape(dy_shape, "dy_shape"),
@@ -301,14 +460,41 @@ def convolution_backward_data_get_workspace_size(desc, dy_shape, w_shape, dx_sha
         _shape(dx_shape, "dx_shape"),
     )
     _check_same("dy", dy_s, desc.get_forward_output_dim(dx_s, w_s))
-    conv_x, _ = desc._conv_problem("backward_data", dx_s, w_s)
-    return _workspace(desc, conv_x, w_s, dtype or _dtype(dy_shape, w_shape))
+    conv_x, op = desc._conv_problem("backward_data", dx_s, w_s)
+    return _workspace(desc, conv_x, w_s, dtype or _dtype(dy_shape, w_shape), op)
 
 
 def convolution_backward_weights_get_workspace_size(
-    desc, dy_shape, x_shape, dw_shape, *, dtype=None
-):
-    """``miopenConvolutionBackwardWeightsGetWorkSpaceSize`` -> bytes."""
+    desc: ConvolutionDescriptor,
+    dy_shape: ShapeLike,
+    x_shape: ShapeLike,
+    dw_shape: ShapeLike,
+    *,
+    dtype: Optional[npt.DTypeLike] = None,
+) -> int:
+    """``miopenConvolutionBackwardWeightsGetWorkSpaceSize``: workspace of the filter gradient.
+
+    Parameters
+    ----------
+    desc : ConvolutionDescriptor
+        The convolution.
+    dy_shape : sequence of 4 ints or array
+        The output gradient, (N, K, OH, OW); must be the forward output shape for
+        ``x_shape`` and ``dw_shape`` (ValueError otherwise).
+    x_shape : sequence of 4 ints or array
+        The forward input, (N, C, H, W).
+    dw_shape : sequence of 4 ints or array
+        The filter gradient, i.e. the filter's shape for ``desc.mode``.
+    dtype : dtype-like, optional
+        float16, float32 or float64. Default: the dtype of ``dy_shape`` or else ``x_shape``
+        when one is an array, else float32.
+
+    Returns
+    -------
+    int
+        Bytes, found as in :func:`convolution_forward_get_workspace_size` for the ordinary
+        convolution behind this pass. Informational: cconv allocates its workspace itself.
+    """
     _check_desc(desc)
     dy_s, x_s, dw_s = (
         _shape(dy_shape, "dy_shape"),
@@ -316,14 +502,16 @@ def convolution_backward_weights_get_workspace_size(
         _shape(dw_shape, "dw_shape"),
     )
     _check_same("dy", dy_s, desc.get_forward_output_dim(x_s, dw_s))
-    conv_x, _ = desc._conv_problem("backward_weights", x_s, dw_s)
-    return _workspace(desc, conv_x, dw_s, dtype or _dtype(dy_shape, x_shape))
+    conv_x, op = desc._conv_problem("backward_weights", x_s, dw_s)
+    return _workspace(desc, conv_x, dw_s, dtype or _dtype(dy_shape, x_shape), op)
 
 
 # ------------------------------------------------------------------------------ Find
 
 
-def _find(desc, direction, x_s, w_s, dtype, request_algo_count, workspace_size):
+def _find(desc: ConvolutionDescriptor, direction: str, x_s: Shape4, w_s: Shape4,
+          dtype: np.dtype[Any], request_algo_count: Optional[int],
+          workspace_size: Optional[int]) -> List[ConvAlgoPerf]:
     conv_x, op = desc._conv_problem(direction, x_s, w_s)
     table = _DIRECTIONS[direction]
     to_miopen = {cc_name: name for name, (_, cc_name) in table.items() if cc_name is not None}
@@ -343,14 +531,45 @@ def _find(desc, direction, x_s, w_s, dtype, request_algo_count, workspace_size):
 
 
 def find_convolution_forward_algorithm(
-    desc, x, w, y, *, request_algo_count=None, workspace_size=None, exhaustive_search=False
-):
-    """``miopenFindConvolutionForwardAlgorithm``: time the usable algorithms.
+    desc: ConvolutionDescriptor,
+    x: ShapeLike,
+    w: ShapeLike,
+    y: ShapeLike,
+    *,
+    request_algo_count: Optional[int] = None,
+    workspace_size: Optional[int] = None,
+    exhaustive_search: bool = False,
+) -> List[ConvAlgoPerf]:
+    """``miopenFindConvolutionForwardAlgorithm``: time the algorithms that can run the pass.
 
-    Returns [ConvAlgoPerf], fastest first.
+    Each usable cconv algorithm runs once to warm up, then is timed on random data of the
+    problem's shape and dtype at the default thread count.
 
-    Only shapes and dtype of ``x``, ``w``, ``y`` are used (``y`` is not written).
-    ``workspace_size`` (bytes) drops algorithms needing more, as MIOpen does.
+    Parameters
+    ----------
+    desc : ConvolutionDescriptor
+        The convolution.
+    x : array or sequence of 4 ints
+        The input, (N, C, H, W). Only its shape and dtype are used.
+    w : array or sequence of 4 ints
+        The filter, (K, C/group_count, R, S) (transpose mode: (C, K/group_count, R, S)).
+        Only its shape and dtype are used.
+    y : array or sequence of 4 ints
+        The output; its shape must be :meth:`ConvolutionDescriptor.get_forward_output_dim`
+        of ``x`` and ``w`` (ValueError otherwise). It is not written.
+    request_algo_count : int, optional
+        Return at most this many (positive) results; default all.
+    workspace_size : int, optional
+        Bytes available for a workspace: algorithms needing more are left out, as MIOpen
+        does. Default: no limit.
+    exhaustive_search : bool, optional
+        Accepted for MIOpen's signature and ignored: every usable algorithm is always timed.
+
+    Returns
+    -------
+    list of ConvAlgoPerf
+        Fastest first. The dtype timed is that of ``x`` or else ``w`` when one is an array,
+        else float32.
     """
     _check_desc(desc)
     x_s, w_s = _shape(x, "x"), _shape(w, "w")
@@ -359,9 +578,37 @@ def find_convolution_forward_algorithm(
 
 
 def find_convolution_backward_data_algorithm(
-    desc, dy, w, dx, *, request_algo_count=None, workspace_size=None, exhaustive_search=False
-):
-    """``miopenFindConvolutionBackwardDataAlgorithm`` -> [ConvAlgoPerf], fastest first."""
+    desc: ConvolutionDescriptor,
+    dy: ShapeLike,
+    w: ShapeLike,
+    dx: ShapeLike,
+    *,
+    request_algo_count: Optional[int] = None,
+    workspace_size: Optional[int] = None,
+    exhaustive_search: bool = False,
+) -> List[ConvAlgoPerf]:
+    """``miopenFindConvolutionBackwardDataAlgorithm``: time the algorithms of the data gradient.
+
+    Parameters
+    ----------
+    desc : ConvolutionDescriptor
+        The convolution.
+    dy : array or sequence of 4 ints
+        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+        ``dx`` and ``w`` (ValueError otherwise). Only its shape and dtype are used.
+    w : array or sequence of 4 ints
+        The filter, laid out as for the forward pass of ``desc.mode``.
+    dx : array or sequence of 4 ints
+        The input gradient, of the forward input's shape (N, C, H, W). It is not written.
+    request_algo_count, workspace_size, exhaustive_search
+        As in :func:`find_convolution_forward_algorithm`.
+
+    Returns
+    -------
+    list of ConvAlgoPerf
+        Fastest first, with backward-data algorithm names. The dtype timed is that of
+        ``dy`` or else ``w`` when one is an array, else float32.
+    """
     _check_desc(desc)
     dx_s, w_s = _shape(dx, "dx"), _shape(w, "w")
     _check_same("dy", _shape(dy, "dy"), desc.get_forward_output_dim(dx_s, w_s))
@@ -371,9 +618,37 @@ def find_convolution_backward_data_algorithm(
 
 
 def find_convolution_backward_weights_algorithm(
-    desc, dy, x, dw, *, request_algo_count=None, workspace_size=None, exhaustive_search=False
-):
-    """``miopenFindConvolutionBackwardWeightsAlgorithm`` -> [ConvAlgoPerf], fastest first."""
+    desc: ConvolutionDescriptor,
+    dy: ShapeLike,
+    x: ShapeLike,
+    dw: ShapeLike,
+    *,
+    request_algo_count: Optional[int] = None,
+    workspace_size: Optional[int] = None,
+    exhaustive_search: bool = False,
+) -> List[ConvAlgoPerf]:
+    """``miopenFindConvolutionBackwardWeightsAlgorithm``: time the filter-gradient algorithms.
+
+    Parameters
+    ----------
+    desc : ConvolutionDescriptor
+        The convolution.
+    dy : array or sequence of 4 ints
+        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+        ``x`` and ``dw`` (ValueError otherwise). Only its shape and dtype are used.
+    x : array or sequence of 4 ints
+        The forward input, (N, C, H, W).
+    dw : array or sequence of 4 ints
+        The filter gradient, of the filter's shape for ``desc.mode``. It is not written.
+    request_algo_count, workspace_size, exhaustive_search
+        As in :func:`find_convolution_forward_algorithm`.
+
+    Returns
+    -------
+    list of ConvAlgoPerf
+        Fastest first, with backward-weights algorithm names. The dtype timed is that of
+        ``dy`` or else ``x`` when one is an array, else float32.
+    """
     _check_desc(desc)
     x_s, w_s = _shape(x, "x"), _shape(dw, "dw")
     _check_same("dy", _shape(dy, "dy"), desc.get_forward_output_dim(x_s, w_s))
@@ -385,12 +660,12 @@ def find_convolution_backward_weights_algorithm(
 # ------------------------------------------------------------------------------ execute
 
 
-def _algo(algo, direction):
+def _algo(algo: object, direction: str) -> str:
     table = _DIRECTIONS[direction]
     if algo is None:
         return "auto"
     name = None
-    if isinstance(algo, numbers.Integral) and not isinstance(algo, bool):
+    if not isinstance(algo, bool) and isinstance(algo, numbers.Integral):
         name = next((n for n, (v, _) in table.items() if v == int(algo)), None)
     elif isinstance(algo, str):
         if algo == "auto" or algo in _cc.ALGORITHMS:
@@ -418,11 +693,11 @@ def _algo(algo, direction):
     return cc_name
 
 
-def _available(table):
+def _available(table: Dict[str, Tuple[int, Optional[str]]]) -> List[str]:
     return [n for n, (_, c) in table.items() if c is not None and c in _cc.ALGORITHMS]
 
 
-def _check_out(arr, what, want_shape):
+def _check_out(arr: object, what: str, want_shape: Iterable[int]) -> None:
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"{what} must be a NumPy array written in place, got {type(arr).__name__}")
     if not arr.flags.writeable:
@@ -430,15 +705,49 @@ def _check_out(arr, what, want_shape):
     _check_same(what, arr.shape, want_shape)
 
 
-def _run(fn, args, out, alpha, beta, **kw):
+def _run(fn: Callable[..., Array], args: Tuple[object, ...], out: Array, alpha: float,
+         beta: float, **kw: object) -> Array:
     """Call a core function with MIOpen alpha/beta into ``out`` (the core writes it in place)."""
     return fn(*args, out=out, alpha=float(alpha), beta=float(beta), **kw)
 
 
-def convolution_forward(alpha, x, w, desc, algo, beta, y):
-    """``miopenConvolutionForward``: y = alpha * conv(x, w) + beta * y, in place (returns y).
+def convolution_forward(alpha: float, x: npt.ArrayLike, w: npt.ArrayLike,
+                        desc: ConvolutionDescriptor, algo: AlgoArg, beta: float,
+                        y: Array) -> Array:
+    """``miopenConvolutionForward``: ``y = alpha * conv(x, w) + beta * y``, in place.
 
-    Transpose mode: y = alpha * conv_transpose(x, w) + beta * y.
+    In transpose mode ``conv`` is the transposed convolution (cconv's
+    :func:`~cconv.conv_transpose2d` with the descriptor's output padding).
+
+    Parameters
+    ----------
+    alpha : float
+        Scale of the convolution's result.
+    x : array_like
+        The input, (N, C, H, W); float16, float32 or float64.
+    w : array_like
+        The filter: (K, C/group_count, R, S) in convolution mode, (C, K/group_count, R, S)
+        in transpose mode.
+    desc : ConvolutionDescriptor
+        The convolution (mode, pads, strides, dilations, groups).
+    algo : str, int or None
+        A MIOpen forward algorithm by enum name (``"miopenConvolutionFwdAlgoGEMM"``,
+        ``"...Direct"``, ``"...Winograd"``, also this module's constants of those names) or
+        enum value (0, 1, 3), a name Find returned (``"cconv:<name>"``), a cconv algorithm
+        name, or ``"auto"`` / None for cconv's heuristic. FFT and ImplicitGEMM (which cconv
+        does not have) raise ValueError.
+    beta : float
+        Scale of ``y``'s previous contents; 0 means they are never read (NaNs in them do
+        not propagate).
+    y : ndarray
+        The output, written in place: a writeable NumPy array of shape
+        :meth:`ConvolutionDescriptor.get_forward_output_dim` of ``x`` and ``w`` (N, K, OH,
+        OW), of dtype ``numpy.result_type(x, w)``.
+
+    Returns
+    -------
+    ndarray
+        ``y`` itself, after the update.
     """
     _check_desc(desc)
     x, w = np.asarray(x), np.asarray(w)
@@ -460,10 +769,42 @@ def convolution_forward(alpha, x, w, desc, algo, beta, y):
     )
 
 
-def convolution_backward_data(alpha, dy, w, desc, algo, beta, dx):
-    """``miopenConvolutionBackwardData``: dx = alpha * dL/dx + beta * dx, in place (returns dx).
+def convolution_backward_data(alpha: float, dy: npt.ArrayLike, w: npt.ArrayLike,
+                              desc: ConvolutionDescriptor, algo: AlgoArg, beta: float,
+                              dx: Array) -> Array:
+    """``miopenConvolutionBackwardData``: ``dx = alpha * dL/dx + beta * dx``, in place.
 
-    Transpose mode: the ordinary convolution of dy with w.
+    In convolution mode ``dL/dx`` is the data gradient of the convolution (cconv's
+    :func:`~cconv.conv2d_backward_data`); in transpose mode it is the ordinary convolution
+    of ``dy`` with ``w`` (:func:`~cconv.conv2d`), the gradient of a transposed convolution.
+
+    Parameters
+    ----------
+    alpha : float
+        Scale of the gradient.
+    dy : array_like
+        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+        ``dx`` and ``w`` (ValueError otherwise).
+    w : array_like
+        The filter, laid out as for :func:`convolution_forward` in ``desc.mode``.
+    desc : ConvolutionDescriptor
+        The convolution.
+    algo : str, int or None
+        A MIOpen backward-data algorithm by enum name (``"miopenConvolutionBwdDataAlgoGEMM"``,
+        ``"...Direct"``, ``"...Winograd"``) or value (0, 1, 3), a Find result name, a cconv
+        algorithm name, or ``"auto"`` / None. FFT, TransposeGEMM and ImplicitGEMM raise
+        ValueError.
+    beta : float
+        Scale of ``dx``'s previous contents; 0 means they are never read.
+    dx : ndarray
+        The input gradient, written in place: a writeable NumPy array of the forward input's
+        shape (N, C, H, W), of dtype ``numpy.result_type(dy, w)``. Its shape also fixes the
+        input size that strided convolutions leave ambiguous.
+
+    Returns
+    -------
+    ndarray
+        ``dx`` itself, after the update.
     """
     _check_desc(desc)
     dy, w = np.asarray(dy), np.asarray(w)
@@ -479,10 +820,40 @@ def convolution_backward_data(alpha, dy, w, desc, algo, beta, dx):
     return _run(_cc.conv2d, (dy, w), dx, alpha, beta, algo=a, **desc._kwargs())
 
 
-def convolution_backward_weights(alpha, dy, x, desc, algo, beta, dw):
-    """``miopenConvolutionBackwardWeights``: dw = alpha * dL/dw + beta * dw, in place.
+def convolution_backward_weights(alpha: float, dy: npt.ArrayLike, x: npt.ArrayLike,
+                                 desc: ConvolutionDescriptor, algo: AlgoArg, beta: float,
+                                 dw: Array) -> Array:
+    """``miopenConvolutionBackwardWeights``: ``dw = alpha * dL/dw + beta * dw``, in place.
 
-    Returns dw.
+    ``dL/dw`` is the filter gradient of the forward pass of ``desc.mode`` (convolution or
+    transposed convolution), summed over the batch.
+
+    Parameters
+    ----------
+    alpha : float
+        Scale of the gradient.
+    dy : array_like
+        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+        ``x`` and ``dw`` (ValueError otherwise).
+    x : array_like
+        The forward input, (N, C, H, W).
+    desc : ConvolutionDescriptor
+        The convolution.
+    algo : str, int or None
+        A MIOpen backward-weights algorithm by enum name
+        (``"miopenConvolutionBwdWeightsAlgoGEMM"``, ``"...Direct"``, ``"...Winograd"``) or
+        value (0, 1, 3), a Find result name, a cconv algorithm name, or ``"auto"`` / None.
+        ImplicitGEMM raises ValueError.
+    beta : float
+        Scale of ``dw``'s previous contents; 0 means they are never read.
+    dw : ndarray
+        The filter gradient, written in place: a writeable NumPy array of the filter's shape
+        for ``desc.mode``, of dtype ``numpy.result_type(dy, x)``.
+
+    Returns
+    -------
+    ndarray
+        ``dw`` itself, after the update.
     """
     _check_desc(desc)
     dy, x = np.asarray(dy), np.asarray(x)
@@ -505,17 +876,34 @@ def convolution_backward_weights(alpha, dy, x, desc, algo, beta, dw):
 # ------------------------------------------------------------------------------ bias
 
 
-def _bias_vector(b, k, what):
+def _bias_vector(b: npt.ArrayLike, k: int, what: str) -> Array:
     b = np.asarray(b)
     if b.shape not in ((k,), (1, k, 1, 1)):
         raise ValueError(f"{what} must have shape ({k},) or (1, {k}, 1, 1), got {b.shape}")
     return b.reshape(1, k, 1, 1)
 
 
-def convolution_forward_bias(alpha, b, beta, y):
-    """``miopenConvolutionForwardBias``: y = alpha * b + beta * y, in place.
+def convolution_forward_bias(alpha: float, b: npt.ArrayLike, beta: float, y: Array) -> Array:
+    """``miopenConvolutionForwardBias``: ``y = alpha * b + beta * y``, in place.
 
-    ``b`` is broadcast over N, H and W.
+    ``b`` is broadcast over N, H and W; ``alpha=1, beta=1`` adds the bias to a convolution's
+    output.
+
+    Parameters
+    ----------
+    alpha : float
+        Scale of the bias.
+    b : array_like
+        The bias, shape (K,) or (1, K, 1, 1) with K = ``y.shape[1]``.
+    beta : float
+        Scale of ``y``'s previous contents; 0 means they are never read.
+    y : ndarray
+        A writeable 4-D NCHW NumPy array, updated in place (in its own dtype).
+
+    Returns
+    -------
+    ndarray
+        ``y`` itself, after the update.
     """
     if not isinstance(y, np.ndarray) or y.ndim != 4:
         raise ValueError(
@@ -531,8 +919,27 @@ def convolution_forward_bias(alpha, b, beta, y):
     return y
 
 
-def convolution_backward_bias(alpha, dy, beta, db):
-    """``miopenConvolutionBackwardBias``: db = alpha * sum_{N,H,W} dy + beta * db, in place."""
+def convolution_backward_bias(alpha: float, dy: npt.ArrayLike, beta: float, db: Array) -> Array:
+    """``miopenConvolutionBackwardBias``: ``db = alpha * sum_{N,H,W} dy + beta * db``, in place.
+
+    Parameters
+    ----------
+    alpha : float
+        Scale of the gradient.
+    dy : array_like
+        The output gradient, 4-D NCHW (N, K, OH, OW); float16, float32 or float64. The sum
+        over N, OH and OW is accumulated in float64.
+    beta : float
+        Scale of ``db``'s previous contents; 0 means they are never read.
+    db : ndarray
+        The bias gradient, a writeable NumPy array of shape (K,) or (1, K, 1, 1), updated in
+        place (in its own dtype).
+
+    Returns
+    -------
+    ndarray
+        ``db`` itself, after the update.
+    """
     dy = np.asarray(dy)
     if dy.ndim != 4:
         raise ValueError(f"dy must be 4-D NCHW, got shape {dy.shape}")

@@ -26,11 +26,22 @@ same output size). Without it the smallest consistent size is used, plus ``outpu
 forward output's shape for the resolved result shape (``ValueError`` otherwise).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple, cast
+
 import numpy as np
+import numpy.typing as npt
 
 import cconv as _cc
 
 from . import _conv_out, _int, _pair, _same_pads
+
+if TYPE_CHECKING:
+    from .._geometry import IntOrPair, Pads, Pair, Shape4
+    from . import _ConvKeywords
+
+Array = npt.NDArray[Any]
 
 __all__ = ["convolution_forward", "convolution_backward_data", "convolution_backward_weights"]
 
@@ -42,15 +53,15 @@ _AUTO_PAD = ("none", "valid", "same_upper", "same_lower")
 class _Attrs:
     def __init__(
         self,
-        strides,
-        pads_begin,
-        pads_end,
-        dilations,
-        auto_pad,
-        groups,
-        data_format,
-        weights_format,
-    ):
+        strides: object,
+        pads_begin: object,
+        pads_end: object,
+        dilations: object,
+        auto_pad: Optional[str],
+        groups: object,
+        data_format: str,
+        weights_format: str,
+    ) -> None:
         if data_format not in _LAYOUTS:
             raise ValueError(f"data_format must be 'NXC' or 'NCX', got {data_format!r}")
         if weights_format not in _WEIGHT_LAYOUTS:
@@ -81,42 +92,42 @@ class _Attrs:
             raise ValueError(f"groups must be positive, got {groups!r}")
 
     # -- shapes
-    def spatial(self, shape):
+    def spatial(self, shape: Sequence[int]) -> Pair:
         return (shape[1], shape[2]) if self.layout == "NHWC" else (shape[2], shape[3])
 
-    def channels(self, shape):
+    def channels(self, shape: Sequence[int]) -> int:
         return shape[3] if self.layout == "NHWC" else shape[1]
 
-    def data_shape(self, n, c, hw):
+    def data_shape(self, n: int, c: int, hw: Sequence[int]) -> Shape4:
         return (n, hw[0], hw[1], c) if self.layout == "NHWC" else (n, c, hw[0], hw[1])
 
-    def kernel(self, w_shape):
+    def kernel(self, w_shape: Sequence[int]) -> Pair:
         return (
             (w_shape[0], w_shape[1]) if self.weight_layout == "HWIO" else (w_shape[2], w_shape[3])
         )
 
-    def out_channels(self, w_shape):
+    def out_channels(self, w_shape: Sequence[int]) -> int:
         return w_shape[3] if self.weight_layout == "HWIO" else w_shape[0]
 
-    def pads(self, in_hw, k_hw):
+    def pads(self, in_hw: Sequence[int], k_hw: Sequence[int]) -> Pads:
         """Explicit ((top, bottom), (left, right)) for a forward input of spatial size in_hw."""
         if self.auto_pad == "valid":
             return ((0, 0), (0, 0))
         if self.auto_pad in ("same_upper", "same_lower"):
             lower = self.auto_pad == "same_lower"
-            return tuple(
+            return cast("Pads", tuple(
                 _same_pads(in_hw[i], k_hw[i], self.stride[i], self.dilation[i], lower)
                 for i in range(2)
-            )
-        return tuple((self.pads_begin[i], self.pads_end[i]) for i in range(2))
+            ))
+        return cast("Pads", tuple((self.pads_begin[i], self.pads_end[i]) for i in range(2)))
 
-    def out_hw(self, in_hw, k_hw, pads):
-        return tuple(
+    def out_hw(self, in_hw: Sequence[int], k_hw: Sequence[int], pads: Pads) -> Pair:
+        return cast("Pair", tuple(
             _conv_out(in_hw[i], k_hw[i], self.stride[i], self.dilation[i], *pads[i])
             for i in range(2)
-        )
+        ))
 
-    def kwargs(self, pads):
+    def kwargs(self, pads: Pads) -> _ConvKeywords:
         return dict(
             stride=self.stride,
             padding=pads,
@@ -127,14 +138,15 @@ class _Attrs:
         )
 
 
-def _as4(a, what):
+def _as4(a: npt.ArrayLike, what: str) -> Array:
     a = np.asarray(a)
     if a.ndim != 4:
         raise ValueError(f"{what} must be 4-D (2-D spatial convolution), got shape {a.shape}")
     return a
 
 
-def _check_dst(attrs, diff_dst, x_shape, k_hw, pads, op):
+def _check_dst(attrs: _Attrs, diff_dst: Array, x_shape: Sequence[int], k_hw: Pair, pads: Pads,
+               op: str) -> None:
     want = attrs.out_hw(attrs.spatial(x_shape), k_hw, pads)
     got = attrs.spatial(diff_dst.shape)
     if want != got:
@@ -146,20 +158,59 @@ def _check_dst(attrs, diff_dst, x_shape, k_hw, pads, op):
 
 
 def convolution_forward(
-    src,
-    weights,
-    bias=None,
+    src: npt.ArrayLike,
+    weights: npt.ArrayLike,
+    bias: Optional[npt.ArrayLike] = None,
     *,
-    strides=1,
-    pads_begin=0,
-    pads_end=0,
-    dilations=1,
-    auto_pad="none",
-    groups=1,
-    data_format="NXC",
-    weights_format="XIO",
-):
-    """Graph API ``Convolution``: dst = conv(src, weights) (+ bias, shape (K,))."""
+    strides: IntOrPair = 1,
+    pads_begin: IntOrPair = 0,
+    pads_end: IntOrPair = 0,
+    dilations: IntOrPair = 1,
+    auto_pad: Optional[str] = "none",
+    groups: int = 1,
+    data_format: str = "NXC",
+    weights_format: str = "XIO",
+) -> Array:
+    """Graph API ``Convolution``: ``dst = conv(src, weights) + bias``.
+
+    A cross-correlation, as oneDNN computes it.
+
+    Parameters
+    ----------
+    src : array_like
+        The input: (N, H, W, C) for ``data_format="NXC"``, (N, C, H, W) for ``"NCX"``;
+        float16, float32 or float64.
+    weights : array_like
+        (KH, KW, C/groups, K) for ``weights_format="XIO"``, (K, C/groups, KH, KW) for
+        ``"OIX"``.
+    bias : array_like, optional
+        Shape (K,), added to every output pixel.
+    strides : int or (int, int)
+        Positive, per (h, w).
+    pads_begin, pads_end : int or (int, int)
+        Non-negative zero padding before (top, left) and after (bottom, right) each spatial
+        axis; used only with ``auto_pad="none"``.
+    dilations : int or (int, int)
+        Graph API convention: 1 means no dilation (the primitive API's 0).
+    auto_pad : {"none", "valid", "same_upper", "same_lower"} or None
+        Case-insensitive; None is ``"none"``. ``"valid"`` pads nothing; ``"same_*"`` compute
+        the padding that makes the output ``ceil(in / stride)`` (the odd extra at the end
+        for ``"same_upper"``, at the beginning for ``"same_lower"``), ignoring
+        ``pads_begin`` / ``pads_end``; any dilation is accepted.
+    groups : int
+        Positive; divides C and K.
+    data_format : {"NXC", "NCX"}
+        Layout of ``src`` and of the result.
+    weights_format : {"XIO", "OIX"}
+        Layout of ``weights``.
+
+    Returns
+    -------
+    ndarray
+        ``dst``: (N, OH, OW, K) or (N, K, OH, OW) in ``data_format``, with ``OH = (H +
+        top + bottom - dilation_h*(KH - 1) - 1) // stride_h + 1`` (likewise OW), of dtype
+        ``numpy.result_type(src, weights)`` (float16 computed in float32).
+    """
     a = _Attrs(
         strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format
     )
@@ -170,23 +221,52 @@ def convolution_forward(
 
 
 def convolution_backward_data(
-    diff_dst,
-    weights,
-    dst_shape=None,
+    diff_dst: npt.ArrayLike,
+    weights: npt.ArrayLike,
+    dst_shape: Optional[Sequence[int]] = None,
     *,
-    strides=1,
-    pads_begin=0,
-    pads_end=0,
-    dilations=1,
-    auto_pad="none",
-    output_padding=0,
-    groups=1,
-    data_format="NXC",
-    weights_format="XIO",
-):
-    """Graph API ``ConvolutionBackwardData``: diff_src of shape ``dst_shape``.
+    strides: IntOrPair = 1,
+    pads_begin: IntOrPair = 0,
+    pads_end: IntOrPair = 0,
+    dilations: IntOrPair = 1,
+    auto_pad: Optional[str] = "none",
+    output_padding: IntOrPair = 0,
+    groups: int = 1,
+    data_format: str = "NXC",
+    weights_format: str = "XIO",
+) -> Array:
+    """Graph API ``ConvolutionBackwardData``: the gradient of ``Convolution`` w.r.t. ``src``.
 
-    See the module docstring for the attributes and ``dst_shape``.
+    Parameters
+    ----------
+    diff_dst : array_like
+        Gradient of the forward output, (N, OH, OW, K) for ``"NXC"`` or (N, K, OH, OW) for
+        ``"NCX"``; it must have the forward output's shape for the resolved ``diff_src``
+        shape (ValueError otherwise).
+    weights : array_like
+        The forward weights, in ``weights_format`` order.
+    dst_shape : sequence of ints, optional
+        Shape of the result (``diff_src``, the forward ``src``): 4 entries in
+        ``data_format`` order, or its 2 spatial entries (N then comes from ``diff_dst``, C
+        from ``weights`` and ``groups``). It resolves the input size that strided
+        convolutions leave ambiguous. Default: the smallest consistent size plus
+        ``output_padding``, ``(OH - 1)*stride + (KH - 1)*dilation + 1 - pads_begin -
+        pads_end + output_padding`` (no padding for ``"valid"``), or ``(OH - 1)*stride + 1
+        + output_padding`` for ``"same_*"``.
+    strides, pads_begin, pads_end, dilations, groups, data_format, weights_format
+        The forward op's attributes, as in :func:`convolution_forward`.
+    auto_pad : {"none", "valid", "same_upper", "same_lower"} or None
+        As in :func:`convolution_forward`; ``"same_*"`` padding is computed from the
+        resolved ``diff_src`` spatial size (the forward input's).
+    output_padding : int or (int, int)
+        Non-negative extra rows / columns added to the inferred size; ignored when
+        ``dst_shape`` is given.
+
+    Returns
+    -------
+    ndarray
+        ``diff_src``: the resolved shape, in ``data_format`` order, of dtype
+        ``numpy.result_type(diff_dst, weights)``.
     """
     a = _Attrs(
         strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format
@@ -196,6 +276,7 @@ def convolution_backward_data(
     k_hw = a.kernel(w.shape)
     n = dy.shape[0]
     c = (w.shape[2] if a.weight_layout == "HWIO" else w.shape[1]) * a.groups
+    x_shape: Tuple[int, ...]
     if dst_shape is not None:
         sizes = [_int(v, "dst_shape") for v in np.asarray(dst_shape).reshape(-1).tolist()]
         if len(sizes) == 2:
@@ -231,22 +312,39 @@ def convolution_backward_data(
 
 
 def convolution_backward_weights(
-    src,
-    diff_dst,
-    weights_shape,
+    src: npt.ArrayLike,
+    diff_dst: npt.ArrayLike,
+    weights_shape: Sequence[int],
     *,
-    strides=1,
-    pads_begin=0,
-    pads_end=0,
-    dilations=1,
-    auto_pad="none",
-    groups=1,
-    data_format="NXC",
-    weights_format="XIO",
-):
-    """Graph API ``ConvolutionBackwardWeights``: diff_weights of shape ``weights_shape``.
+    strides: IntOrPair = 1,
+    pads_begin: IntOrPair = 0,
+    pads_end: IntOrPair = 0,
+    dilations: IntOrPair = 1,
+    auto_pad: Optional[str] = "none",
+    groups: int = 1,
+    data_format: str = "NXC",
+    weights_format: str = "XIO",
+) -> Array:
+    """Graph API ``ConvolutionBackwardWeights``: the gradient of ``Convolution`` w.r.t. weights.
 
-    ``weights_shape`` is in ``weights_format`` order.
+    Parameters
+    ----------
+    src : array_like
+        The forward input, in ``data_format`` order.
+    diff_dst : array_like
+        Gradient of the forward output, in ``data_format`` order; it must have the forward
+        output's shape for ``src`` and ``weights_shape`` (ValueError otherwise).
+    weights_shape : sequence of 4 ints
+        Shape of the weights (and of the result) in ``weights_format`` order:
+        (KH, KW, C/groups, K) for ``"XIO"``, (K, C/groups, KH, KW) for ``"OIX"``.
+    strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format
+        The forward op's attributes, as in :func:`convolution_forward`.
+
+    Returns
+    -------
+    ndarray
+        ``diff_weights`` of shape ``weights_shape``, summed over the batch, of dtype
+        ``numpy.result_type(src, diff_dst)``.
     """
     a = _Attrs(
         strides, pads_begin, pads_end, dilations, auto_pad, groups, data_format, weights_format

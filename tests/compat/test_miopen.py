@@ -380,3 +380,31 @@ def test_transpose_mode_against_torch(c):
     dw = np.zeros_like(w)
     miopen.convolution_backward_weights(1.0, dy, x, desc, None, 0.0, dw)
     np.testing.assert_allclose(dw, wt.grad.numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_each_workspace_query_reports_its_own_pass():
+    """The backward queries report the workspace of their own pass, not the forward one's."""
+    import cconv
+    from cconv.compat import miopen
+
+    desc = miopen.ConvolutionDescriptor(pad=(1, 1))
+    x_shape, w_shape = (2, 64, 14, 14), (64, 64, 3, 3)
+    y_shape = desc.get_forward_output_dim(x_shape, w_shape)
+
+    def largest(op):
+        sizes = []
+        for algo in tuple(cconv.ALGORITHMS) + ("auto",):
+            try:
+                plan = cconv.plan_conv2d(x_shape, w_shape, padding=1, algo=algo)
+            except ValueError:
+                continue
+            sizes.append(plan.workspace_bytes_for(op))
+        return max(sizes)
+
+    assert miopen.convolution_forward_get_workspace_size(
+        desc, w_shape, x_shape, y_shape) == largest("forward")
+    assert miopen.convolution_backward_data_get_workspace_size(
+        desc, y_shape, w_shape, x_shape) == largest("backward_data")
+    assert miopen.convolution_backward_weights_get_workspace_size(
+        desc, y_shape, x_shape, w_shape) == largest("backward_weight")
+    assert largest("backward_weight") != largest("forward")  # the case tells them apart
