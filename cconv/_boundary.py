@@ -26,13 +26,21 @@ Which input pixel a padded pixel copies, for position ``i`` relative to the inpu
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from ._kernels import _gather
 
+if TYPE_CHECKING:
+    from ._geometry import ConvGeometry
 
-def source_index(position, size, mode):
+Array = npt.NDArray[Any]
+Index = npt.NDArray[np.int64]
+
+
+def source_index(position: npt.ArrayLike, size: int, mode: str) -> Index:
     """Index of the input pixel copied at ``position`` (an int array), or -1 for a constant."""
     i = np.asarray(position, dtype=np.int64)
     if mode == "reflect":
@@ -51,7 +59,7 @@ def source_index(position, size, mode):
     return np.where((i >= 0) & (i < size), i, -1)  # constant
 
 
-def _csr(lists_of, n_rows):
+def _csr(lists_of: Tuple[Index, Index], n_rows: int) -> Tuple[Index, Index]:
     """CSR (pointers, indices) of ``lists_of`` = (row, index) pairs, rows in 0..n_rows-1,
     the indices of a row in increasing order (the fold's fixed summation order)."""
     rows, idx = lists_of
@@ -65,7 +73,7 @@ def _csr(lists_of, n_rows):
 class AxisMap:
     """The padding of one axis: which input index each padded index copies, both ways."""
 
-    def __init__(self, size, pad_begin, pad_end, mode):
+    def __init__(self, size: int, pad_begin: int, pad_end: int, mode: str) -> None:
         padded = np.arange(-pad_begin, size + pad_end, dtype=np.int64)
         source = source_index(padded, size, mode)
         copies = source >= 0
@@ -77,7 +85,7 @@ class AxisMap:
         self.fold = _csr((source[copies], positions[copies]), size)
 
 
-def _layout_blocks(array, layout):
+def _layout_blocks(array: Array, layout: str) -> Array:
     """A C-contiguous (B, H, W, L) view: NCHW -> (N*C, H, W, 1), NHWC -> itself."""
     if layout == "NCHW":
         n, c, h, w = array.shape
@@ -88,14 +96,14 @@ def _layout_blocks(array, layout):
 class Boundary:
     """Pad and fold for one geometry whose ``padding_mode`` is not "zeros"."""
 
-    def __init__(self, geom):
+    def __init__(self, geom: ConvGeometry) -> None:
         self.geom = geom
         (top, bottom), (left, right) = geom.pads
         self.rows = AxisMap(geom.H, top, bottom, geom.padding_mode)
         self.cols = AxisMap(geom.W, left, right, geom.padding_mode)
         self.value = geom.padding_value
 
-    def pad(self, x, num_threads):
+    def pad(self, x: npt.ArrayLike, num_threads: int) -> Array:
         """``x`` (the geometry's input, in its layout) padded, contiguous, compute dtype."""
         g, k = self.geom, self.geom.kernel_geometry
         src = np.ascontiguousarray(x, dtype=g.dtype)
@@ -105,7 +113,8 @@ class Boundary:
                          num_threads)
         return dst
 
-    def fold(self, grad_padded, out, alpha, beta, num_threads):
+    def fold(self, grad_padded: Array, out: Array, alpha: float, beta: float,
+             num_threads: int) -> None:
         """``out = alpha * fold(grad_padded) + beta * out``; both in the layout, contiguous."""
         g = self.geom
         _gather.gather_sum(_layout_blocks(grad_padded, g.layout), _layout_blocks(out, g.layout),
@@ -113,6 +122,6 @@ class Boundary:
 
 
 @functools.lru_cache(maxsize=256)
-def for_geometry(geom):
+def for_geometry(geom: ConvGeometry) -> Optional[Boundary]:
     """The :class:`Boundary` of ``geom``, or None when its padding is zeros (the kernels')."""
     return None if geom.padding_mode == "zeros" else Boundary(geom)

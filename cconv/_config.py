@@ -2,6 +2,7 @@
 
 import platform
 import sys
+from typing import Any, Dict
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from ._version import __version__
 from .algorithms import ALGORITHMS
 
 
-def show_config(print_out=True):
+def show_config(print_out: bool = True) -> Dict[str, Any]:
     """Print and return the build and runtime configuration.
 
     Parameters
@@ -27,7 +28,7 @@ def show_config(print_out=True):
         build_flags, tile_rows, vector_length, python, numpy, platform.
     """
 
-    info = {
+    info: Dict[str, Any] = {
         "version": __version__,
         "simd": _simd.LEVEL,
         "simd_available": [lvl for lvl in _simd.LEVELS if _runtime.cpu_supports(lvl)],

@@ -16,14 +16,35 @@ from __future__ import annotations
 import collections
 import functools
 import time
+from typing import TYPE_CHECKING, Any, Callable, List, Tuple
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _find_cache
-from .algorithms import ALGORITHMS, OPS, implementation, usable, why_not
+from .algorithms import ALGORITHMS, implementation, usable, why_not
+from .algorithms import OPS as OPS  # part of this module's interface (callers check ``op``)
 from .algorithms.gemm import pointwise
 
+if TYPE_CHECKING:
+    from ._geometry import ConvGeometry
+    from .algorithms.base import Algorithm
+
+Array = npt.NDArray[Any]
+
 AlgoResult = collections.namedtuple("AlgoResult", ["algo", "time_ms", "workspace_bytes"])
+AlgoResult.__doc__ = """One algorithm's timing from :func:`cconv.find_algorithms` (a named tuple).
+
+Attributes
+----------
+algo : str
+    The algorithm, one of ``cconv.ALGORITHMS``; pass it as ``algo=`` to run it.
+time_ms : float
+    Median wall-clock time of the timed calls of the pass on random data of the problem's
+    shape and dtype, after one warm-up call, in milliseconds.
+workspace_bytes : int
+    Scratch memory the algorithm allocates for the pass at the thread count timed, in bytes.
+"""
 
 # Winograd / direct time ratios behind the "auto" rules (> 1: Winograd faster), float32,
 # 2 threads, C = K, 3x3 stride 1 padding 1, on a 2-core AVX-512 VM (Cascade Lake).
@@ -111,7 +132,7 @@ GEMM_MEASUREMENTS = (
 )
 
 
-def check_algo(algo):
+def check_algo(algo: object) -> str:
     """Validate the ``algo`` keyword."""
     choices = ("auto", "find") + ALGORITHMS
     if not isinstance(algo, str) or algo not in choices:
@@ -120,7 +141,7 @@ def check_algo(algo):
 
 
 @functools.lru_cache(maxsize=1024)
-def heuristic(geom, op):
+def heuristic(geom: ConvGeometry, op: str) -> str:
     """The algorithm ``"auto"`` picks for pass ``op`` of ``geom``.
 
     Winograd (3x3 stride-1 dilation-1 layers) for forward and backward-data with at least
@@ -161,7 +182,7 @@ def heuristic(geom, op):
     return candidates[0]
 
 
-def select(geom, op, algo, num_threads):
+def select(geom: ConvGeometry, op: str, algo: str, num_threads: int) -> Algorithm:
     """Resolve ``algo`` ("auto", "find" or a name) to an algorithm instance for ``op``."""
     check_algo(algo)
     geom = geom.kernel_geometry
@@ -177,7 +198,8 @@ def select(geom, op, algo, num_threads):
     return implementation(geom, algo)
 
 
-def _random_operands(geom, rng):
+def _random_operands(geom: ConvGeometry,
+                     rng: np.random.Generator) -> Tuple[Array, Array, Array]:
     g = geom
     x = rng.standard_normal((g.N, g.C, g.H, g.W)).astype(g.dtype)
     w = rng.standard_normal((g.K, g.Cg, g.R, g.S)).astype(g.dtype)
@@ -185,7 +207,8 @@ def _random_operands(geom, rng):
     return x, w, y
 
 
-def time_algorithms(geom, op, num_threads, repeats=3):
+def time_algorithms(geom: ConvGeometry, op: str, num_threads: int,
+                    repeats: int = 3) -> List[AlgoResult]:
     """Time every usable algorithm on random data; fastest first.
 
     Returns
@@ -199,6 +222,7 @@ def time_algorithms(geom, op, num_threads, repeats=3):
     results = []
     for algo in usable(geom, op):
         impl = implementation(geom, algo)
+        call: Callable[[], object]
         if op == "forward":
             out = np.empty_like(y)
             call = lambda: impl.forward(x, w, None, out, 1.0, 0.0, num_threads)  # noqa: E731

@@ -9,47 +9,59 @@ contiguous OIHW weight), runs the algorithm, and writes ``alpha * result + beta 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
 import numpy as np
+import numpy.typing as npt
 
 from ._threads import threads_for_work
 
+if TYPE_CHECKING:
+    from ._boundary import Boundary
+    from ._geometry import Pair
+    from .algorithms.base import Algorithm, TransformedWeight
 
-def nchw(array, layout):
+Array = npt.NDArray[Any]
+
+
+def nchw(array: Array, layout: str) -> Array:
     """A logical (N, C, H, W) view of an array in ``layout`` order (no copy)."""
     return array if layout == "NCHW" else array.transpose(0, 3, 1, 2)
 
 
-def in_layout(array_nchw, layout):
+def in_layout(array_nchw: Array, layout: str) -> Array:
     """The inverse of :func:`nchw`: a logical NCHW view back in ``layout`` order."""
     return array_nchw if layout == "NCHW" else array_nchw.transpose(0, 2, 3, 1)
 
 
-def compute_view(value, dtype, layout):
+def compute_view(value: npt.ArrayLike, dtype: npt.DTypeLike, layout: str) -> Array:
     """``value`` in the compute dtype (no copy when it already is) as a logical NCHW view."""
     return nchw(np.asarray(value).astype(dtype, copy=False), layout)
 
 
-def weight_oihw(weight, weight_layout, dtype):
+def weight_oihw(weight: Array, weight_layout: str, dtype: npt.DTypeLike) -> Array:
     """A contiguous (K, C/groups, R, S) weight of the compute dtype."""
     w = weight if weight_layout == "OIHW" else weight.transpose(3, 2, 0, 1)
     return np.ascontiguousarray(w, dtype=dtype)
 
 
-def weight_in_layout(grad_oihw, weight_layout):
+def weight_in_layout(grad_oihw: Array, weight_layout: str) -> Array:
     """A (K, C/groups, R, S) weight gradient in ``weight_layout`` order."""
     if weight_layout == "HWIO":
         return np.ascontiguousarray(grad_oihw.transpose(2, 3, 1, 0))
     return grad_oihw
 
 
-def pad_bottom_right(array_nchw, extra):
+def pad_bottom_right(array_nchw: Array, extra: Pair) -> Array:
     """``array_nchw`` with ``extra`` = (rows, cols) of zeros appended at the bottom / right."""
     if extra == (0, 0):
         return array_nchw
     return np.pad(array_nchw, ((0, 0), (0, 0), (0, extra[0]), (0, extra[1])))
 
 
-def emit(compute, shape, layout, dtype, result_dtype, out, alpha, beta, empty):
+def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], layout: str,
+         dtype: np.dtype[Any], result_dtype: np.dtype[Any], out: Optional[Array], alpha: float,
+         beta: float, empty: bool) -> Array:
     """Run ``compute(y_nchw, alpha, beta)`` (which writes ``alpha*result + beta*y``) into
     ``out`` or a new array, converting dtypes where the result dtype is not computed natively.
 
@@ -77,7 +89,7 @@ def emit(compute, shape, layout, dtype, result_dtype, out, alpha, beta, empty):
     return out
 
 
-def scaled_into(result, out, alpha, beta):
+def scaled_into(result: Array, out: Optional[Array], alpha: float, beta: float) -> Array:
     """``alpha * result (+ beta * out)`` for results computed whole (weights, bias)."""
     if out is None:
         return (result * alpha).astype(result.dtype, copy=False) if alpha != 1 else result
@@ -88,8 +100,10 @@ def scaled_into(result, out, alpha, beta):
     return out
 
 
-def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared=None,
-            extra=(0, 0), boundary=None):
+def forward(impl: Algorithm, x: Array, w: Array, bias: Optional[Array], out: Optional[Array],
+            alpha: float, beta: float, nthreads: int, result_dtype: np.dtype[Any],
+            prepared: Optional[TransformedWeight] = None, extra: Pair = (0, 0),
+            boundary: Optional[Boundary] = None) -> Array:
     """Forward pass of ``impl.geom``: ``x`` and ``w`` in the geometry's layouts.
 
     ``prepared`` (a ``TransformedWeight``) is used only when it was made by this algorithm
@@ -108,7 +122,7 @@ def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared
         prepared = None
     rows, cols = g.OH - extra[0], g.OW - extra[1]
 
-    def compute(y, a, b):
+    def compute(y: Array, a: float, b: float) -> None:
         if extra == (0, 0):
             impl.forward(xv, wv, bias, y, a, b, nthreads, prepared)
             return
@@ -121,8 +135,10 @@ def forward(impl, x, w, bias, out, alpha, beta, nthreads, result_dtype, prepared
     return emit(compute, shape, g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0)
 
 
-def backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype, bias=None,
-                  extra=(0, 0), boundary=None):
+def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], alpha: float,
+                  beta: float, nthreads: int, result_dtype: np.dtype[Any],
+                  bias: Optional[Array] = None, extra: Pair = (0, 0),
+                  boundary: Optional[Boundary] = None) -> Array:
     """Backward-data of ``impl.geom`` (also transposed convolution's forward, with ``bias``
     and ``extra`` rows / cols its input lacks at the bottom / right).  ``boundary``: the
     ``Boundary`` of a padding mode; the gradient of ``impl.geom``'s (padded) input is then
@@ -136,7 +152,7 @@ def backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype, bias=No
                     g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,
                     g.N == 0)
 
-    def folded(dx, a, b):
+    def folded(dx: Array, a: float, b: float) -> None:
         padded = np.empty(g.input_shape(), g.dtype)
         impl.backward_data(dyv, wv, nchw(padded, g.layout), 1.0, 0.0, nthreads)
         target = in_layout(dx, g.layout)
@@ -154,8 +170,9 @@ def backward_data(impl, dy, w, out, alpha, beta, nthreads, result_dtype, bias=No
                 g.N == 0)
 
 
-def backward_weight(impl, dy, x, out, alpha, beta, nthreads, result_dtype, extra=(0, 0),
-                    boundary=None):
+def backward_weight(impl: Algorithm, dy: Array, x: Array, out: Optional[Array], alpha: float,
+                    beta: float, nthreads: int, result_dtype: np.dtype[Any],
+                    extra: Pair = (0, 0), boundary: Optional[Boundary] = None) -> Array:
     """Backward-weight of ``impl.geom``, in its ``weight_layout`` (``extra``: as
     :func:`backward_data`, applied to ``dy``, which is transposed convolution's input;
     ``boundary``: as :func:`forward`, padding ``x``)."""

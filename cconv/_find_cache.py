@@ -16,30 +16,36 @@ import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, Optional
 
+from ._version import __version__
+from ._simd import LEVEL
+
+if TYPE_CHECKING:
+    from ._geometry import ConvGeometry
+
+fcntl: Optional[ModuleType]  # None where the platform has no fcntl
 try:
     import fcntl
 except ImportError:  # Windows: replace stays atomic, concurrent writers may drop entries
     fcntl = None
 
-from ._version import __version__
-from ._simd import LEVEL
 
-
-def path():
+def path() -> Path:
     """Where the cache file lives (follows ``CCONV_CACHE_DIR`` at every call)."""
     root = os.environ.get("CCONV_CACHE_DIR") or os.path.join(Path.home(), ".cache", "cconv")
     return Path(root) / "find-cache.json"
 
 
-def key(geom, op, num_threads):
+def key(geom: ConvGeometry, op: str, num_threads: int) -> str:
     """The cache key of one (geometry, pass, thread count) on this build and SIMD level."""
     fields = (geom.N, geom.C, geom.H, geom.W, geom.K, geom.R, geom.S, geom.stride,
               geom.dilation, geom.pads, geom.groups, geom.dtype.name)
     return f"v{__version__}|{LEVEL}|{op}|t{num_threads}|" + "|".join(map(str, fields))
 
 
-def _read():
+def _read() -> Dict[str, Any]:  # JSON: values of any type (winner() checks them)
     try:
         with open(path()) as f:
             data = json.load(f)
@@ -49,7 +55,7 @@ def _read():
 
 
 @contextmanager
-def _locked(file_path):
+def _locked(file_path: Path) -> Iterator[None]:
     """Hold an exclusive lock on a side file so the read-merge-replace of concurrent
     processes is serialised (each keeps the others' entries)."""
     if fcntl is None:
@@ -63,7 +69,7 @@ def _locked(file_path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _merge_and_replace(file_path, entry, algo):
+def _merge_and_replace(file_path: Path, entry: str, algo: str) -> None:
     data = _read()
     data[entry] = algo
     fd, tmp = tempfile.mkstemp(dir=file_path.parent, prefix=".find-cache.", suffix=".tmp")
@@ -85,13 +91,14 @@ class FindCache:
         (an entry from another build may name an algorithm this one lacks).
     """
 
-    def __init__(self, measure, valid):
+    def __init__(self, measure: Callable[[ConvGeometry, str, int], str],
+                 valid: Callable[[str, ConvGeometry, str], bool]) -> None:
         self._measure = measure
         self._valid = valid
         self._lock = threading.Lock()
-        self._memory = {}
+        self._memory: Dict[str, str] = {}
 
-    def winner(self, geom, op, num_threads):
+    def winner(self, geom: ConvGeometry, op: str, num_threads: int) -> str:
         """The remembered winner of (geom, op, num_threads), measured on a miss."""
         entry = key(geom, op, num_threads)
         with self._lock:
@@ -106,7 +113,7 @@ class FindCache:
         return algo
 
     @staticmethod
-    def _write(entry, algo):
+    def _write(entry: str, algo: str) -> None:
         file_path = path()
         try:
             file_path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,8 +12,22 @@ import dataclasses
 import functools
 import numbers
 from dataclasses import dataclass
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Optional, Sequence, SupportsFloat, Tuple,
+                    Union, cast)
 
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from typing import TypeGuard
+
+Array = npt.NDArray[Any]
+Pair = Tuple[int, int]
+Pads = Tuple[Pair, Pair]  # ((top, bottom), (left, right))
+Shape4 = Tuple[int, int, int, int]
+# What the size keywords accept (checked at run time here, whatever a caller's static type).
+IntOrPair = Union[int, Sequence[int]]
+Padding = Union[int, str, Sequence[Union[int, Sequence[int]]]]
 
 LAYOUTS = ("NCHW", "NHWC")
 WEIGHT_LAYOUTS = ("OIHW", "HWIO")
@@ -45,20 +59,20 @@ class ConvGeometry:
     K: int
     R: int
     S: int
-    stride: tuple
-    dilation: tuple
-    pads: tuple  # ((top, bottom), (left, right))
+    stride: Pair
+    dilation: Pair
+    pads: Pads
     groups: int
     layout: str
     weight_layout: str
-    dtype: np.dtype  # the dtype kernels compute in: float32 or float64
+    dtype: np.dtype[Any]  # the dtype kernels compute in: float32 or float64
     # "zeros" unless the padding copies the input (or is a non-zero constant); then the
     # kernels run ``kernel_geometry`` on an input padded beforehand (see ``cconv._boundary``).
     padding_mode: str = "zeros"
     padding_value: float = 0.0
 
     @functools.cached_property
-    def kernel_geometry(self):
+    def kernel_geometry(self) -> ConvGeometry:
         """The zero-padding problem the algorithms run: this one, or for another padding
         mode the same convolution of the input padded beforehand, with no padding of its own
         (same output, same weight)."""
@@ -70,47 +84,48 @@ class ConvGeometry:
                                    padding_value=0.0)
 
     @functools.cached_property
-    def OH(self):
+    def OH(self) -> int:
         return conv_output_size(self.H, self.R, self.stride[0], self.dilation[0], *self.pads[0])
 
     @functools.cached_property
-    def OW(self):
+    def OW(self) -> int:
         return conv_output_size(self.W, self.S, self.stride[1], self.dilation[1], *self.pads[1])
 
     @property
-    def Cg(self):
+    def Cg(self) -> int:
         return self.C // self.groups
 
     @property
-    def Kg(self):
+    def Kg(self) -> int:
         return self.K // self.groups
 
     @property
-    def depthwise(self):
+    def depthwise(self) -> bool:
         """True when each group has a single input channel (groups == C)."""
         return self.Cg == 1 and self.groups > 1
 
     @property
-    def flops(self):
+    def flops(self) -> int:
         """Multiply-adds x 2 of one pass of the direct convolution."""
         return 2 * self.N * self.K * self.OH * self.OW * self.Cg * self.R * self.S
 
-    def input_shape(self):
+    def input_shape(self) -> Shape4:
         """The forward input's shape in ``layout`` order."""
         return _to_layout((self.N, self.C, self.H, self.W), self.layout)
 
-    def output_shape(self):
+    def output_shape(self) -> Shape4:
         """The forward output's shape in ``layout`` order."""
         return _to_layout((self.N, self.K, self.OH, self.OW), self.layout)
 
-    def weight_shape(self):
+    def weight_shape(self) -> Shape4:
         """The weight's shape in ``weight_layout`` order."""
         if self.weight_layout == "OIHW":
             return (self.K, self.Cg, self.R, self.S)
         return (self.R, self.S, self.Cg, self.K)
 
 
-def conv_output_size(size, kernel, stride, dilation, pad_begin, pad_end):
+def conv_output_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int,
+                     pad_end: int) -> int:
     """Output length of a convolution along one axis (may be <= 0 for an impossible one).
 
     ``floor((size + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride) + 1``: the
@@ -119,47 +134,49 @@ def conv_output_size(size, kernel, stride, dilation, pad_begin, pad_end):
     return (size + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1
 
 
-def transpose_output_size(size, kernel, stride, dilation, pad_begin, pad_end):
+def transpose_output_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int,
+                          pad_end: int) -> int:
     """Output length of a transposed convolution along one axis, before output padding:
     the largest input length of the convolution it transposes that gives ``size`` outputs
     without a remainder, ``(size - 1) * stride - pads + dilation * (kernel - 1) + 1``."""
     return (size - 1) * stride - pad_begin - pad_end + dilation * (kernel - 1) + 1
 
 
-def _to_layout(nchw, layout):
+def _to_layout(nchw: Shape4, layout: str) -> Shape4:
     n, c, h, w = nchw
     return (n, c, h, w) if layout == "NCHW" else (n, h, w, c)
 
 
-def _from_layout(shape, layout):
+def _from_layout(shape: Sequence[int], layout: str) -> Shape4:
     """(N, C, H, W) from a shape in ``layout`` order."""
     if layout == "NCHW":
-        return tuple(shape)
+        return cast(Shape4, tuple(shape))
     n, h, w, c = shape
     return (n, c, h, w)
 
 
-def _weight_oihw(shape, weight_layout):
+def _weight_oihw(shape: Sequence[int], weight_layout: str) -> Shape4:
     """(K, C/groups, R, S) from a weight shape in ``weight_layout`` order."""
     if weight_layout == "OIHW":
-        return tuple(shape)
+        return cast(Shape4, tuple(shape))
     r, s, cg, k = shape
     return (k, cg, r, s)
 
 
-def _is_int(value):
+def _is_int(value: object) -> TypeGuard[numbers.Integral]:
+    """True for an int or NumPy integer (never a bool)."""
     if type(value) is int:  # the common case, without the slower ABC check
         return True
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def normalize_pair(value, name, *, minimum):
+def normalize_pair(value: object, name: str, *, minimum: int) -> Pair:
     """Turn an int or a pair of ints into a pair, checking each is ``>= minimum``."""
     if _is_int(value):
         pair = (int(value), int(value))
     else:
         try:
-            items = tuple(value)
+            items = tuple(cast(Iterable[Any], value))  # the items are checked below
         except TypeError:
             raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}") from None
         if len(items) != 2 or not all(_is_int(v) for v in items):
@@ -172,14 +189,14 @@ def normalize_pair(value, name, *, minimum):
     return pair
 
 
-def check_choice(value, name, choices):
+def check_choice(value: object, name: str, choices: Sequence[str]) -> str:
     """Return ``value`` if it is one of ``choices``, else raise ValueError naming them."""
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
     return value
 
 
-def same_pads(size, kernel, stride, dilation, lower):
+def same_pads(size: int, kernel: int, stride: int, dilation: int, lower: bool) -> Pair:
     """Per-side padding of TensorFlow/oneDNN "SAME": output ceil(size / stride).
 
     The odd extra pixel goes at the end ("same_upper") or at the start ("same_lower").
@@ -190,8 +207,10 @@ def same_pads(size, kernel, stride, dilation, lower):
     return (large, small) if lower else (small, large)
 
 
-def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilation=None,
-                      allow_same=True):
+def normalize_padding(padding: object, *, spatial: Optional[Sequence[int]] = None,
+                      kernel: Optional[Sequence[int]] = None,
+                      stride: Optional[Sequence[int]] = None,
+                      dilation: Optional[Sequence[int]] = None, allow_same: bool = True) -> Pads:
     """Per-side padding ((top, bottom), (left, right)) from any accepted form.
 
     Forms: int, (ph, pw), ((top, bottom), (left, right)), "valid", "full" (``dilation *
@@ -206,18 +225,21 @@ def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilati
             raise ValueError(f"padding string must be one of {allowed}, got {padding!r}")
         if mode == "valid":
             return ((0, 0), (0, 0))
+        # "full" and "same*" are allowed only to callers that pass the sizes they need.
+        kernel, dilation = cast(Sequence[int], kernel), cast(Sequence[int], dilation)
         if mode == "full":
-            return tuple((dilation[i] * (kernel[i] - 1),) * 2 for i in range(2))
+            return cast(Pads, tuple((dilation[i] * (kernel[i] - 1),) * 2 for i in range(2)))
         lower = mode == "same_lower"
-        return tuple(same_pads(spatial[i], kernel[i], stride[i], dilation[i], lower)
-                     for i in range(2))
+        spatial, stride = cast(Sequence[int], spatial), cast(Sequence[int], stride)
+        return cast(Pads, tuple(same_pads(spatial[i], kernel[i], stride[i], dilation[i], lower)
+                                for i in range(2)))
     if _is_int(padding):
         p = int(padding)
         if p < 0:
             raise ValueError(f"padding must be non-negative, got {padding!r}")
         return ((p, p), (p, p))
     try:
-        items = tuple(padding)
+        items = tuple(cast(Iterable[object], padding))
     except TypeError:
         raise TypeError(f"padding must be an int, a pair, per-side pairs or a string, "
                         f"got {padding!r}") from None
@@ -229,7 +251,7 @@ def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilati
             pads.append((int(item), int(item)))
             continue
         try:
-            pair = tuple(item)
+            pair = tuple(cast(Iterable[Any], item))  # the items are checked below
         except TypeError:
             raise TypeError(f"padding entries must be ints or (begin, end) pairs, "
                             f"got {padding!r}") from None
@@ -238,10 +260,10 @@ def normalize_padding(padding, *, spatial=None, kernel=None, stride=None, dilati
         pads.append((int(pair[0]), int(pair[1])))
     if any(v < 0 for pair in pads for v in pair):
         raise ValueError(f"padding must be non-negative, got {padding!r}")
-    return tuple(pads)
+    return cast(Pads, tuple(pads))
 
 
-def check_dtype(dtype, name):
+def check_dtype(dtype: npt.DTypeLike, name: str) -> np.dtype[Any]:
     """Raise TypeError unless ``dtype`` is one of ``ACCEPTED_DTYPES`` (either byte order)."""
     dtype = np.dtype(dtype)
     if dtype.kind != "f" or dtype.newbyteorder("=") not in ACCEPTED_DTYPES:
@@ -256,7 +278,7 @@ _DLPACK_DEVICE_NAMES = {2: "CUDA", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 9: "VPI
                         10: "ROCm", 13: "CUDA managed", 14: "oneAPI"}
 
 
-def _from_dlpack(value, name):
+def _from_dlpack(value: Any, name: str) -> Array:  # Any: a DLPack exporter of any kind
     """A NumPy view of a DLPack-speaking array (no copy), or an error naming its device."""
     try:
         device_type, device_id = value.__dlpack_device__()
@@ -275,7 +297,7 @@ def _from_dlpack(value, name):
                         f"DLPack: {exc}") from None
 
 
-def as_float_array(value, name):
+def as_float_array(value: object, name: str) -> Array:
     """``numpy.asarray(value)`` with a dtype check that names the argument.
 
     Any object with ``__dlpack__`` (a PyTorch CPU tensor, a JAX or CuPy array, ...) is
@@ -292,18 +314,18 @@ def as_float_array(value, name):
     return arr
 
 
-def compute_dtype(*dtypes):
+def compute_dtype(*dtypes: npt.DTypeLike) -> np.dtype[Any]:
     """float64 if any operand is float64, else float32 (float16 is computed in float32)."""
     result = np.result_type(*dtypes)
     return np.dtype(np.float64) if result == np.float64 else np.dtype(np.float32)
 
 
-def check_shape4(shape, name):
+def check_shape4(shape: object, name: str) -> Shape4:
     """A tuple of four non-negative ints, or ValueError naming ``name``."""
     if isinstance(shape, (str, bytes)):
         raise TypeError(f"{name} must be a sequence of 4 ints, got {shape!r}")
     try:
-        items = tuple(shape)
+        items = tuple(cast(Iterable[Any], shape))  # the items are checked below
     except TypeError:
         raise TypeError(f"{name} must be a sequence of 4 ints, got {shape!r}") from None
     if not all(_is_int(v) for v in items):
@@ -316,7 +338,7 @@ def check_shape4(shape, name):
     return shape
 
 
-def check_groups(groups):
+def check_groups(groups: object) -> int:
     """``groups`` as a positive int: TypeError if it is not an int, ValueError if < 1."""
     if not _is_int(groups):
         raise TypeError(f"groups must be an int, got {groups!r}")
@@ -326,7 +348,7 @@ def check_groups(groups):
     return groups
 
 
-def _check_product(sizes, what):
+def _check_product(sizes: Sequence[int], what: str) -> int:
     product = 1
     for v in sizes:
         product *= int(v)
@@ -341,17 +363,20 @@ def _check_product(sizes, what):
 # time (a 1x4x8x8 convolution spent ~45% of its 70 us in make_geometry).  The key is the
 # arguments' repr with the type of each, so ``stride=True`` ("True") or ``2.0`` never finds
 # the entry of ``stride=1`` or ``2``; only valid arguments ever get an entry.
-_GEOMETRY_CACHE = {}
+_GEOMETRY_CACHE: Dict[Tuple[str, Tuple[type, ...]], ConvGeometry] = {}
 _GEOMETRY_CACHE_SIZE = 512
 
 
-def _cache_key(args):
+def _cache_key(args: Tuple[object, ...]) -> Tuple[str, Tuple[type, ...]]:
     return repr(args), tuple(map(type, args))
 
 
-def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                  layout="NCHW", weight_layout="OIHW", dtype=np.float32,
-                  padding_mode="zeros", padding_value=0.0, x_name="x", w_name="weight"):
+def make_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, stride: IntOrPair = 1,
+                  padding: Padding = 0, dilation: IntOrPair = 1, groups: int = 1,
+                  layout: str = "NCHW", weight_layout: str = "OIHW",
+                  dtype: npt.DTypeLike = np.float32, padding_mode: str = "zeros",
+                  padding_value: float = 0.0, x_name: str = "x",
+                  w_name: str = "weight") -> ConvGeometry:
     """Validate a forward convolution problem and return its ``ConvGeometry``.
 
     Results are remembered per argument combination (the same arguments always give the
@@ -388,8 +413,10 @@ def make_geometry(x_shape, w_shape, *, stride=1, padding=0, dilation=1, groups=1
     return geom
 
 
-def _make_geometry(x_shape, w_shape, stride, padding, dilation, groups, layout, weight_layout,
-                   padding_mode, padding_value, dtype, x_name, w_name):
+def _make_geometry(x_shape: object, w_shape: object, stride: object, padding: object,
+                   dilation: object, groups: object, layout: str, weight_layout: str,
+                   padding_mode: str, padding_value: object, dtype: np.dtype[Any], x_name: str,
+                   w_name: str) -> ConvGeometry:
     check_choice(layout, "layout", LAYOUTS)
     check_choice(weight_layout, "weight_layout", WEIGHT_LAYOUTS)
     x_shape = check_shape4(x_shape, x_name)
@@ -428,7 +455,8 @@ def _make_geometry(x_shape, w_shape, stride, padding, dilation, groups, layout, 
     # A stride longer than the padded input yields one output row whatever its value, and
     # every pass depends on it only through that fact: cap it at the padded size, so no plan
     # iterates over (or multiplies by) an absurd stride.
-    stride = tuple(min(s, size + lo + hi) for s, size, (lo, hi) in zip(stride, (H, W), pads))
+    stride = cast(Pair, tuple(min(s, size + lo + hi)
+                              for s, size, (lo, hi) in zip(stride, (H, W), pads)))
     padding_mode, padding_value = check_padding_mode(padding_mode, padding_value, pads, (H, W),
                                                      padding)
     geom = ConvGeometry(N=N, C=C, H=H, W=W, K=K, R=R, S=S, stride=stride, dilation=dilation,
@@ -442,7 +470,8 @@ def _make_geometry(x_shape, w_shape, stride, padding, dilation, groups, layout, 
     return geom
 
 
-def check_padding_mode(padding_mode, padding_value, pads, spatial, padding):
+def check_padding_mode(padding_mode: str, padding_value: object, pads: Sequence[Pair],
+                       spatial: Sequence[int], padding: object) -> Tuple[str, float]:
     """``(padding_mode, padding_value)`` normalised, or an error naming what is wrong.
 
     A constant of zero is the "zeros" mode (the kernels' own padding).  A mode that reads
@@ -451,8 +480,8 @@ def check_padding_mode(padding_mode, padding_value, pads, spatial, padding):
     "symmetric" and "replicate" accept any padding (the mirror repeats, as ``numpy.pad``).
     """
     check_choice(padding_mode, "padding_mode", PADDING_MODES)
-    if not isinstance(padding_value, numbers.Real) or isinstance(padding_value,
-                                                                  (bool, np.bool_)):
+    if isinstance(padding_value, (bool, np.bool_)) or not isinstance(padding_value,
+                                                                      numbers.Real):
         raise TypeError(f"padding_value must be a real number, got {padding_value!r}")
     padding_value = float(padding_value)
     if padding_mode == "zeros" and padding_value != 0:
@@ -477,17 +506,17 @@ def check_padding_mode(padding_mode, padding_value, pads, spatial, padding):
 
 # -- the other arguments of a call ----------------------------------------------------------
 
-def check_scalars(alpha, beta):
+def check_scalars(alpha: SupportsFloat, beta: SupportsFloat) -> Tuple[float, float]:
     """``alpha`` and ``beta`` as floats, or TypeError naming the one that is not real."""
     for name, value in (("alpha", alpha), ("beta", beta)):
         if type(value) is float:
             continue
-        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
             raise TypeError(f"{name} must be a real number, got {value!r}")
     return float(alpha), float(beta)
 
 
-def check_out(out, shape, dtype):
+def check_out(out: object, shape: Sequence[int], dtype: npt.DTypeLike) -> Optional[Array]:
     """``out`` if it can receive a result of ``shape`` and ``dtype``, else an error."""
     if out is None:
         return None
@@ -502,7 +531,7 @@ def check_out(out, shape, dtype):
     return out
 
 
-def check_bias(bias, channels, dtype):
+def check_bias(bias: object, channels: int, dtype: npt.DTypeLike) -> Optional[Array]:
     """``bias`` as a contiguous (channels,) array of ``dtype``, or None."""
     if bias is None:
         return None
@@ -512,14 +541,15 @@ def check_bias(bias, channels, dtype):
     return np.ascontiguousarray(b, dtype=dtype)
 
 
-def check_grad_out(grad_out, expected, layout, shape_name, shape):
+def check_grad_out(grad_out: Array, expected: Sequence[int], layout: str, shape_name: str,
+                   shape: Sequence[int]) -> None:
     """ValueError unless ``grad_out`` has the convolution output shape ``expected``."""
     if grad_out.shape != tuple(expected):
         raise ValueError(f"grad_out has shape {grad_out.shape} but {shape_name}={tuple(shape)} "
                          f"gives a convolution output of shape {tuple(expected)} ({layout})")
 
 
-def check_need(need):
+def check_need(need: Union[str, Iterable[str]]) -> Tuple[str, ...]:
     """The ``need`` keyword of the fused backward functions as a tuple of names."""
     if isinstance(need, str):
         need = (need,)
@@ -530,8 +560,12 @@ def check_need(need):
     return need
 
 
-def make_transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_padding, dilation,
-                            groups, layout, weight_layout, output_shape, padding_mode="zeros"):
+def make_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int],
+                            dtype: npt.DTypeLike, *, stride: IntOrPair, padding: Padding,
+                            output_padding: IntOrPair, dilation: IntOrPair, groups: int,
+                            layout: str, weight_layout: str,
+                            output_shape: Optional[Sequence[int]],
+                            padding_mode: str = "zeros") -> Tuple[ConvGeometry, Pair]:
     """The geometry of the convolution that ``conv_transpose2d`` transposes.
 
     Returns ``(geom, extra)``: ``extra`` = (rows, cols) of zeros the transposed
@@ -585,7 +619,7 @@ def make_transpose_geometry(x_shape, w_shape, dtype, *, stride, padding, output_
     return geom, (geom.OH - H, geom.OW - W)
 
 
-def check_transpose_grad_out(grad_out, geom, layout):
+def check_transpose_grad_out(grad_out: Array, geom: ConvGeometry, layout: str) -> None:
     """``grad_out`` must have the transposed convolution's output shape (the forward input's)."""
     if grad_out.shape != geom.input_shape():
         raise ValueError(f"grad_out has shape {grad_out.shape} but x / input_shape and the "

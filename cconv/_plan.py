@@ -3,14 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import _boundary, _dispatch, _execute
-from ._geometry import (as_float_array, check_bias, check_dtype, check_out, check_scalars,
-                        compute_dtype, make_geometry)
+from ._geometry import (Shape4, as_float_array, check_bias, check_dtype, check_out,
+                        check_scalars, compute_dtype, make_geometry)
 from ._threads import resolve_num_threads
 from .algorithms import implementation, why_not
+
+if TYPE_CHECKING:
+    from ._boundary import Boundary
+    from ._dispatch import AlgoResult
+    from ._geometry import ConvGeometry, IntOrPair, Padding
+    from .algorithms.base import Algorithm, TransformedWeight
+
+Array = npt.NDArray[Any]
+# An operand of a plan's pass: (argument name, value, expected shape, what that shape is).
+Operand = Tuple[str, object, Shape4, str]
+# What ``ConvPlan._call`` hands on to ``cconv._execute``: out, alpha, beta, threads, result dtype.
+CallArgs = Tuple[Optional[Array], float, float, int, np.dtype[Any]]
 
 
 class ConvPlan:
@@ -31,18 +45,18 @@ class ConvPlan:
     geometry : ConvGeometry
     """
 
-    def __init__(self, geometry, algorithm):
+    def __init__(self, geometry: ConvGeometry, algorithm: str) -> None:
         self.geometry = geometry
         self.algorithm = algorithm
         self.output_shape = geometry.output_shape()
         self.workspace_bytes = self.workspace_bytes_for("forward")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"ConvPlan(input={self.geometry.input_shape()}, weight="
                 f"{self.geometry.weight_shape()}, output={self.output_shape}, "
                 f"algorithm={self.algorithm!r}, workspace_bytes={self.workspace_bytes})")
 
-    def workspace_bytes_for(self, op="forward", num_threads=None):
+    def workspace_bytes_for(self, op: str = "forward", num_threads: Optional[int] = None) -> int:
         """Bytes of scratch one call of pass ``op`` allocates besides its result.
 
         Parameters
@@ -65,14 +79,14 @@ class ConvPlan:
             padded = k.N * k.C * k.H * k.W * k.dtype.itemsize
         return int(impl.workspace_bytes(op, resolve_num_threads(num_threads))) + padded
 
-    def _array(self, name, value, shape, shape_name):
+    def _array(self, name: str, value: object, shape: Shape4, shape_name: str) -> Array:
         array = as_float_array(value, name)
         if array.shape != shape:
             raise ValueError(f"{name} has shape {array.shape}, but this plan is for "
                              f"{shape_name} {shape}")
         return array
 
-    def _implementation(self, op, *operands):
+    def _implementation(self, op: str, *operands: Array) -> Algorithm:
         """The algorithm instance of ``op`` for the operands' compute dtype (a plan made for
         float32 still computes float64 operands in float64, like the functions do)."""
         g = self.geometry
@@ -81,7 +95,8 @@ class ConvPlan:
             g = dataclasses.replace(g, dtype=dtype)
         return implementation(g, self._algo(op))
 
-    def prepare_weight(self, weight, *, num_threads=None):
+    def prepare_weight(self, weight: npt.ArrayLike, *,
+                       num_threads: Optional[int] = None) -> PreparedWeight:
         """Transform or pack ``weight`` once for this plan's forward algorithm.
 
         Winograd's filter transform ``G g G^T`` and the direct kernel's weight packing are
@@ -108,7 +123,9 @@ class ConvPlan:
         wv = _execute.weight_oihw(w, g.weight_layout, g.dtype)
         return PreparedWeight(self, w, impl.prepare_weight(wv, resolve_num_threads(num_threads)))
 
-    def forward(self, x, weight, bias=None, out=None, *, alpha=1.0, beta=0.0, num_threads=None):
+    def forward(self, x: npt.ArrayLike, weight: Union[npt.ArrayLike, PreparedWeight],
+                bias: Optional[npt.ArrayLike] = None, out: Optional[Array] = None, *,
+                alpha: float = 1.0, beta: float = 0.0, num_threads: Optional[int] = None) -> Array:
         """:func:`cconv.conv2d` with this plan's keywords and algorithm.
 
         ``weight`` may be a :class:`PreparedWeight` of this plan: its transformed filter is
@@ -124,8 +141,9 @@ class ConvPlan:
         return _execute.forward(impl, x, w, b, *call, prepared=transformed,
                                 boundary=self._boundary(impl))
 
-    def backward_data(self, grad_out, weight, out=None, *, alpha=1.0, beta=0.0,
-                      num_threads=None):
+    def backward_data(self, grad_out: npt.ArrayLike, weight: Union[npt.ArrayLike, PreparedWeight],
+                      out: Optional[Array] = None, *, alpha: float = 1.0, beta: float = 0.0,
+                      num_threads: Optional[int] = None) -> Array:
         """:func:`cconv.conv2d_backward_data` for this plan's shapes."""
         g = self.geometry
         if isinstance(weight, PreparedWeight):
@@ -136,7 +154,9 @@ class ConvPlan:
             beta, num_threads)
         return _execute.backward_data(impl, dy, w, *call, boundary=self._boundary(impl))
 
-    def backward_weight(self, grad_out, x, out=None, *, alpha=1.0, beta=0.0, num_threads=None):
+    def backward_weight(self, grad_out: npt.ArrayLike, x: npt.ArrayLike,
+                        out: Optional[Array] = None, *, alpha: float = 1.0, beta: float = 0.0,
+                        num_threads: Optional[int] = None) -> Array:
         """:func:`cconv.conv2d_backward_weight` for this plan's shapes."""
         g = self.geometry
         dy, x, impl, call = self._call(
@@ -145,7 +165,9 @@ class ConvPlan:
             num_threads)
         return _execute.backward_weight(impl, dy, x, *call, boundary=self._boundary(impl))
 
-    def _call(self, op, first, second, result_shape, out, alpha, beta, num_threads):
+    def _call(self, op: str, first: Operand, second: Operand, result_shape: Shape4,
+              out: Optional[Array], alpha: float, beta: float,
+              num_threads: Optional[int]) -> Tuple[Array, Array, Algorithm, CallArgs]:
         """Check a pass's two operands (name, value, shape, what the shape is) and its
         ``out`` / ``alpha`` / ``beta`` / ``num_threads``.
 
@@ -160,14 +182,14 @@ class ConvPlan:
         out = check_out(out, result_shape, result_dtype)
         return a, b, impl, (out, alpha, beta, nthreads, result_dtype)
 
-    def _boundary(self, impl):
+    def _boundary(self, impl: Algorithm) -> Optional[Boundary]:
         """The padding mode's pad / fold for the dtype ``impl`` computes in (None: zeros)."""
         g = self.geometry
         if impl.geom.dtype != g.dtype:
             g = dataclasses.replace(g, dtype=impl.geom.dtype)
         return _boundary.for_geometry(g)
 
-    def _algo(self, op):
+    def _algo(self, op: str) -> str:
         """The plan's algorithm where it can run ``op``, else ``auto``'s choice."""
         if why_not(self.algorithm, self.geometry, op) is None:
             return self.algorithm
@@ -187,26 +209,29 @@ class PreparedWeight:
         Bytes of the transformed weight.
     """
 
-    def __init__(self, plan, weight, transformed):
+    def __init__(self, plan: ConvPlan, weight: Array,
+                 transformed: Optional[TransformedWeight]) -> None:
         self._plan = plan
         self.weight = weight
         self._transformed = transformed
         self.algorithm = None if transformed is None else transformed.algorithm
         self.nbytes = 0 if transformed is None else int(transformed.data.nbytes)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"PreparedWeight(shape={self.weight.shape}, dtype={self.weight.dtype}, "
                 f"algorithm={self.algorithm!r}, nbytes={self.nbytes})")
 
-    def _unwrap(self, plan):
+    def _unwrap(self, plan: ConvPlan) -> Tuple[Array, Optional[TransformedWeight]]:
         if plan is not self._plan:
             raise ValueError("weight was prepared by another plan; call prepare_weight of "
                              "this plan")
         return self.weight, self._transformed
 
 
-def _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, groups, layout,
-                   weight_layout, padding_mode, padding_value):
+def _plan_geometry(x_shape: Sequence[int], weight_shape: Sequence[int], dtype: npt.DTypeLike,
+                   stride: IntOrPair, padding: Padding, dilation: IntOrPair, groups: int,
+                   layout: str, weight_layout: str, padding_mode: str,
+                   padding_value: float) -> ConvGeometry:
     dtype = compute_dtype(check_dtype(dtype, "dtype"))
     return make_geometry(x_shape, weight_shape, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, layout=layout,
@@ -215,9 +240,11 @@ def _plan_geometry(x_shape, weight_shape, dtype, stride, padding, dilation, grou
                          w_name="weight_shape")
 
 
-def plan_conv2d(x_shape, weight_shape, *, stride=1, padding=0, dilation=1, groups=1,
-                layout="NCHW", weight_layout="OIHW", padding_mode="zeros", padding_value=0.0,
-                dtype="float32", algo="auto"):
+def plan_conv2d(x_shape: Sequence[int], weight_shape: Sequence[int], *, stride: IntOrPair = 1,
+                padding: Padding = 0, dilation: IntOrPair = 1, groups: int = 1,
+                layout: str = "NCHW", weight_layout: str = "OIHW", padding_mode: str = "zeros",
+                padding_value: float = 0.0, dtype: npt.DTypeLike = "float32",
+                algo: str = "auto") -> ConvPlan:
     """Validate a convolution once and choose its algorithm.
 
     Parameters
@@ -241,9 +268,12 @@ def plan_conv2d(x_shape, weight_shape, *, stride=1, padding=0, dilation=1, group
     return ConvPlan(geom, impl.name)
 
 
-def find_algorithms(x_shape, weight_shape, *, op="forward", stride=1, padding=0, dilation=1,
-                    groups=1, layout="NCHW", weight_layout="OIHW", padding_mode="zeros",
-                    padding_value=0.0, dtype="float32", num_threads=None):
+def find_algorithms(x_shape: Sequence[int], weight_shape: Sequence[int], *, op: str = "forward",
+                    stride: IntOrPair = 1, padding: Padding = 0, dilation: IntOrPair = 1,
+                    groups: int = 1, layout: str = "NCHW", weight_layout: str = "OIHW",
+                    padding_mode: str = "zeros", padding_value: float = 0.0,
+                    dtype: npt.DTypeLike = "float32",
+                    num_threads: Optional[int] = None) -> List[AlgoResult]:
     """Time every algorithm that can run a convolution pass, MIOpen-Find style.
 
     Parameters

@@ -8,9 +8,12 @@ instruction). The test suite runs once per level the CPU supports (``pytest --si
 so every build that ships is exercised.
 """
 
+from __future__ import annotations
+
 import importlib
 import os
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, List, Tuple
 
 from ._kernels import _runtime
 
@@ -19,7 +22,7 @@ LEVELS = ("avx512", "avx2", "base")
 TEMPLATED = ("_tiles", "_winograd", "_depthwise")
 
 
-def available_levels():
+def available_levels() -> List[str]:
     """The SIMD levels this CPU supports and this build has, best first."""
     found = []
     for level in LEVELS:
@@ -33,7 +36,7 @@ def available_levels():
     return found
 
 
-def load(level):
+def load(level: str) -> SimpleNamespace:
     """The kernel modules of one SIMD level, as attributes ``tiles`` and ``winograd``.
 
     Raises
@@ -49,7 +52,7 @@ def load(level):
         f"cconv._kernels.{stem}_{level}") for stem in TEMPLATED})
 
 
-def _select():
+def _select() -> Tuple[str, SimpleNamespace]:
     forced = os.environ.get("CCONV_SIMD", "").strip().lower()
     if forced:
         if forced not in LEVELS:
@@ -67,6 +70,15 @@ def _select():
 
 
 LEVEL, _modules = _select()
-tiles = _modules.tiles
-winograd = _modules.winograd
-depthwise = _modules.depthwise
+if TYPE_CHECKING:
+    # Every level's module has the same interface (its stub is rendered from one template):
+    # the type checker sees one of them.
+    from ._kernels import _depthwise_base, _tiles_base, _winograd_base
+
+    tiles = _tiles_base
+    winograd = _winograd_base
+    depthwise = _depthwise_base
+else:
+    tiles = _modules.tiles
+    winograd = _modules.winograd
+    depthwise = _modules.depthwise

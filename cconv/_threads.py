@@ -7,17 +7,20 @@ of the calling thread; :func:`set_num_threads` sets that too and also records
 a process-wide value that other Python threads see.
 """
 
+from __future__ import annotations
+
 import threading
+from typing import Optional
 
 from ._geometry import _is_int
 from ._kernels import _runtime
 
 _lock = threading.Lock()
 _process_default = _runtime.max_threads()  # what OpenMP gives a thread nobody configured
-_user_threads = None
+_user_threads: Optional[int] = None
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Set the number of threads cconv uses by default.
 
     Parameters
@@ -33,7 +36,7 @@ def set_num_threads(n):
         _runtime.set_max_threads(n)
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """Return the number of threads a call without ``num_threads`` uses.
 
     Returns
@@ -50,7 +53,7 @@ def get_num_threads():
     return current
 
 
-def check_num_threads(n, name="num_threads"):
+def check_num_threads(n: object, name: str = "num_threads") -> int:
     """Validate a thread count: a positive int, else ValueError/TypeError naming ``name``."""
     if not _is_int(n):
         raise TypeError(f"{name} must be a positive int, got {n!r}")
@@ -59,7 +62,7 @@ def check_num_threads(n, name="num_threads"):
     return int(n)
 
 
-def resolve_num_threads(num_threads):
+def resolve_num_threads(num_threads: Optional[int]) -> int:
     """The thread count for one call: ``num_threads`` if given, else :func:`get_num_threads`."""
     if num_threads is None:
         return get_num_threads()
@@ -75,7 +78,7 @@ def resolve_num_threads(num_threads):
 MIN_FLOPS_PER_THREAD = 1_000_000
 
 
-def threads_for_work(flops, nthreads):
+def threads_for_work(flops: int, nthreads: int) -> int:
     """The threads a call of ``flops`` floating-point operations uses out of ``nthreads``.
 
     Each thread gets at least ``MIN_FLOPS_PER_THREAD`` flops (about 20 us of a core's work),

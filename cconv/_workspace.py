@@ -18,11 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from typing import Any, Iterator, List
 
 import numpy as np
+import numpy.typing as npt
 
 
-def _limit_from_env():
+def _limit_from_env() -> int:
     value = os.environ.get("CCONV_WORKSPACE_MB", "").strip()
     try:
         return max(0, int(value)) * 1024 * 1024 if value else 256 * 1024 * 1024
@@ -33,11 +35,11 @@ def _limit_from_env():
 LIMIT_BYTES = _limit_from_env()
 
 _lock = threading.Lock()
-_free: dict[int, list[np.ndarray]] = {}
+_free: dict[int, list[npt.NDArray[np.uint8]]] = {}
 _pooled_bytes = 0
 
 
-def _take(nbytes):
+def _take(nbytes: int) -> npt.NDArray[np.uint8]:
     global _pooled_bytes
     with _lock:
         stack = _free.get(nbytes)
@@ -47,7 +49,7 @@ def _take(nbytes):
     return np.empty(nbytes, np.uint8)
 
 
-def _give(raw):
+def _give(raw: npt.NDArray[np.uint8]) -> None:
     global _pooled_bytes
     with _lock:
         if _pooled_bytes + raw.nbytes <= LIMIT_BYTES:
@@ -55,7 +57,7 @@ def _give(raw):
             _pooled_bytes += raw.nbytes
 
 
-def _after_fork():
+def _after_fork() -> None:
     global _lock, _free, _pooled_bytes
     _lock = threading.Lock()
     _free = {}
@@ -66,7 +68,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def clear():
+def clear() -> None:
     """Drop every pooled buffer (their memory returns to the allocator)."""
     global _pooled_bytes
     with _lock:
@@ -74,16 +76,16 @@ def clear():
         _pooled_bytes = 0
 
 
-def pooled_bytes():
+def pooled_bytes() -> int:
     """Bytes currently held by the pool."""
     return _pooled_bytes
 
 
 class _Scope:
-    def __init__(self):
-        self._taken = []
+    def __init__(self) -> None:
+        self._taken: List[npt.NDArray[np.uint8]] = []
 
-    def empty(self, size, dtype):
+    def empty(self, size: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
         """An uninitialised 1-D array of ``size`` elements of ``dtype``, valid in the scope."""
         dtype = np.dtype(dtype)
         raw = _take(max(1, int(size)) * dtype.itemsize)
@@ -92,7 +94,7 @@ class _Scope:
 
 
 @contextlib.contextmanager
-def scope():
+def scope() -> Iterator[_Scope]:
     """``with scope() as ws: buf = ws.empty(n, dtype)``; buffers return to the pool on exit."""
     s = _Scope()
     try:

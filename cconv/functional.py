@@ -11,7 +11,10 @@ backward-weight passes.
 from __future__ import annotations
 
 
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Tuple, Union, cast
+
 import numpy as np
+import numpy.typing as npt
 
 from . import _boundary, _dispatch, _execute
 from ._geometry import (LAYOUTS, NEEDS, as_float_array, check_bias, check_choice, check_grad_out,
@@ -20,19 +23,62 @@ from ._geometry import (LAYOUTS, NEEDS, as_float_array, check_bias, check_choice
                         make_transpose_geometry)
 from ._threads import resolve_num_threads
 
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from ._geometry import ConvGeometry, IntOrPair, Padding
+
+    class _ConvKeywords(TypedDict):
+        """The geometry keywords of the convolution functions, passed on as a bundle."""
+
+        stride: IntOrPair
+        padding: Padding
+        dilation: IntOrPair
+        groups: int
+        layout: str
+        weight_layout: str
+        padding_mode: str
+        padding_value: float
+
+    class _BackwardKeywords(_ConvKeywords):
+        algo: str
+        num_threads: Optional[int]
+
+    class _TransposeGeometryKeywords(TypedDict):
+        """The geometry keywords of the transposed convolution functions."""
+
+        stride: IntOrPair
+        padding: Padding
+        output_padding: IntOrPair
+        dilation: IntOrPair
+        groups: int
+        layout: str
+        weight_layout: str
+        output_shape: Optional[Sequence[int]]
+        padding_mode: str
+
+    class _TransposeKeywords(_TransposeGeometryKeywords):
+        algo: str
+        num_threads: Optional[int]
+
+Array = npt.NDArray[Any]
+Gradients = Tuple[Optional[Array], Optional[Array], Optional[Array]]
+
 __all__ = ["conv2d", "conv2d_backward_data", "conv2d_backward_weight", "conv2d_backward_bias",
            "conv2d_backward", "conv_transpose2d", "conv_transpose2d_backward_data",
            "conv_transpose2d_backward_weight", "conv_transpose2d_backward"]
 
 
-def _operands(x, weight, x_name, w_name):
+def _operands(x: npt.ArrayLike, weight: npt.ArrayLike, x_name: str,
+              w_name: str) -> Tuple[Array, Array, np.dtype[Any], np.dtype[Any]]:
     """Both operands as arrays, their compute dtype and the result dtype."""
     x = as_float_array(x, x_name)
     w = as_float_array(weight, w_name)
     return x, w, compute_dtype(x.dtype, w.dtype), np.result_type(x.dtype, w.dtype)
 
 
-def _geometry(x_shape, w_shape, dtype, kw, x_name, w_name):
+def _geometry(x_shape: Sequence[int], w_shape: Sequence[int], dtype: np.dtype[Any],
+              kw: _ConvKeywords, x_name: str, w_name: str) -> ConvGeometry:
     return make_geometry(x_shape, w_shape, stride=kw["stride"], padding=kw["padding"],
                          dilation=kw["dilation"], groups=kw["groups"], layout=kw["layout"],
                          weight_layout=kw["weight_layout"], padding_mode=kw["padding_mode"],
@@ -42,9 +88,11 @@ def _geometry(x_shape, w_shape, dtype, kw, x_name, w_name):
 
 # -- convolution ------------------------------------------------------------------------------
 
-def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, layout="NCHW",
-           weight_layout="OIHW", padding_mode="zeros", padding_value=0.0, algo="auto", out=None,
-           alpha=1.0, beta=0.0, num_threads=None):
+def conv2d(x: npt.ArrayLike, weight: npt.ArrayLike, bias: Optional[npt.ArrayLike] = None, *,
+           stride: IntOrPair = 1, padding: Padding = 0, dilation: IntOrPair = 1, groups: int = 1,
+           layout: str = "NCHW", weight_layout: str = "OIHW", padding_mode: str = "zeros",
+           padding_value: float = 0.0, algo: str = "auto", out: Optional[Array] = None,
+           alpha: float = 1.0, beta: float = 0.0, num_threads: Optional[int] = None) -> Array:
     """2-D convolution (cross-correlation, as in PyTorch and TensorFlow).
 
     Parameters
@@ -87,8 +135,9 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, l
         (N, K, OH, OW) or (N, OH, OW, K), of dtype ``numpy.result_type(x, weight)``;
         float16 is computed in float32.
     """
-    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
+    kw: _ConvKeywords = dict(
+        stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
+        weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
     x, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
     geom = _geometry(x.shape, w.shape, dtype, kw, "x", "weight")
     nthreads = resolve_num_threads(num_threads)
@@ -100,10 +149,13 @@ def conv2d(x, weight, bias=None, *, stride=1, padding=0, dilation=1, groups=1, l
                             boundary=_boundary.for_geometry(geom))
 
 
-def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, dilation=1,
-                         groups=1, layout="NCHW", weight_layout="OIHW", padding_mode="zeros",
-                         padding_value=0.0, algo="auto", out=None, alpha=1.0, beta=0.0,
-                         num_threads=None):
+def conv2d_backward_data(grad_out: npt.ArrayLike, weight: npt.ArrayLike,
+                         input_shape: Sequence[int], *, stride: IntOrPair = 1,
+                         padding: Padding = 0, dilation: IntOrPair = 1, groups: int = 1,
+                         layout: str = "NCHW", weight_layout: str = "OIHW",
+                         padding_mode: str = "zeros", padding_value: float = 0.0,
+                         algo: str = "auto", out: Optional[Array] = None, alpha: float = 1.0,
+                         beta: float = 0.0, num_threads: Optional[int] = None) -> Array:
     """Gradient of :func:`conv2d` with respect to its input.
 
     Parameters
@@ -122,8 +174,9 @@ def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, 
     -------
     ndarray of shape ``input_shape``
     """
-    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
+    kw: _ConvKeywords = dict(
+        stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
+        weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
     dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
     geom = _geometry(check_shape4(input_shape, "input_shape"), w.shape, dtype, kw,
                      "input_shape", "weight")
@@ -136,10 +189,13 @@ def conv2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0, 
                                   boundary=_boundary.for_geometry(geom))
 
 
-def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, dilation=1,
-                           groups=1, layout="NCHW", weight_layout="OIHW", padding_mode="zeros",
-                           padding_value=0.0, algo="auto", out=None, alpha=1.0, beta=0.0,
-                           num_threads=None):
+def conv2d_backward_weight(grad_out: npt.ArrayLike, x: npt.ArrayLike,
+                           weight_shape: Sequence[int], *, stride: IntOrPair = 1,
+                           padding: Padding = 0, dilation: IntOrPair = 1, groups: int = 1,
+                           layout: str = "NCHW", weight_layout: str = "OIHW",
+                           padding_mode: str = "zeros", padding_value: float = 0.0,
+                           algo: str = "auto", out: Optional[Array] = None, alpha: float = 1.0,
+                           beta: float = 0.0, num_threads: Optional[int] = None) -> Array:
     """Gradient of :func:`conv2d` with respect to its weight.
 
     Parameters
@@ -159,8 +215,9 @@ def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, di
     ndarray of shape ``weight_shape``
         Summed over the batch; deterministic for a given shape, whatever the thread count.
     """
-    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
+    kw: _ConvKeywords = dict(
+        stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
+        weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
     dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
     geom = _geometry(xa.shape, check_shape4(weight_shape, "weight_shape"), dtype, kw, "x",
                      "weight_shape")
@@ -173,7 +230,9 @@ def conv2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0, di
                                     boundary=_boundary.for_geometry(geom))
 
 
-def conv2d_backward_bias(grad_out, *, layout="NCHW", out=None, alpha=1.0, beta=0.0):
+def conv2d_backward_bias(grad_out: npt.ArrayLike, *, layout: str = "NCHW",
+                         out: Optional[Array] = None, alpha: float = 1.0,
+                         beta: float = 0.0) -> Array:
     """Gradient of :func:`conv2d` with respect to its bias: ``grad_out`` summed over N, H, W.
 
     Parameters
@@ -201,9 +260,13 @@ def conv2d_backward_bias(grad_out, *, layout="NCHW", out=None, alpha=1.0, beta=0
     return _execute.scaled_into(grad, out, alpha, beta)
 
 
-def conv2d_backward(grad_out, x, weight, *, stride=1, padding=0, dilation=1, groups=1,
-                    layout="NCHW", weight_layout="OIHW", padding_mode="zeros", padding_value=0.0,
-                    algo="auto", num_threads=None, need=NEEDS):
+def conv2d_backward(grad_out: npt.ArrayLike, x: npt.ArrayLike, weight: npt.ArrayLike, *,
+                    stride: IntOrPair = 1, padding: Padding = 0, dilation: IntOrPair = 1,
+                    groups: int = 1, layout: str = "NCHW", weight_layout: str = "OIHW",
+                    padding_mode: str = "zeros",
+                    padding_value: float = 0.0, algo: str = "auto",
+                    num_threads: Optional[int] = None,
+                    need: Union[str, Iterable[str]] = NEEDS) -> Gradients:
     """All gradients of :func:`conv2d` in one call.
 
     Parameters
@@ -222,9 +285,10 @@ def conv2d_backward(grad_out, x, weight, *, stride=1, padding=0, dilation=1, gro
         Entries not in ``need`` are None.
     """
     need = check_need(need)
-    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-              weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value,
-              algo=algo, num_threads=num_threads)
+    kw: _BackwardKeywords = dict(
+        stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
+        weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value,
+        algo=algo, num_threads=num_threads)
     xa = as_float_array(x, "x")
     w = as_float_array(weight, "weight")
     dy = as_float_array(grad_out, "grad_out")
@@ -239,10 +303,14 @@ def conv2d_backward(grad_out, x, weight, *, stride=1, padding=0, dilation=1, gro
 
 # -- transposed convolution -------------------------------------------------------------------
 
-def conv_transpose2d(x, weight, bias=None, *, stride=1, padding=0, output_padding=0,
-                     dilation=1, groups=1, layout="NCHW", weight_layout="OIHW",
-                     padding_mode="zeros", algo="auto", output_shape=None, out=None, alpha=1.0,
-                     beta=0.0, num_threads=None):
+def conv_transpose2d(x: npt.ArrayLike, weight: npt.ArrayLike,
+                     bias: Optional[npt.ArrayLike] = None, *, stride: IntOrPair = 1,
+                     padding: Padding = 0, output_padding: IntOrPair = 0,
+                     dilation: IntOrPair = 1, groups: int = 1, layout: str = "NCHW",
+                     weight_layout: str = "OIHW", padding_mode: str = "zeros",
+                     algo: str = "auto", output_shape: Optional[Sequence[int]] = None,
+                     out: Optional[Array] = None, alpha: float = 1.0, beta: float = 0.0,
+                     num_threads: Optional[int] = None) -> Array:
     """Transposed 2-D convolution (the gradient of :func:`conv2d` w.r.t. its input), as PyTorch.
 
     Parameters
@@ -288,11 +356,15 @@ def conv_transpose2d(x, weight, bias=None, *, stride=1, padding=0, output_paddin
                                   bias=b, extra=extra, boundary=_boundary.for_geometry(geom))
 
 
-def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, padding=0,
-                                   output_padding=0, dilation=1, groups=1, layout="NCHW",
-                                   weight_layout="OIHW", padding_mode="zeros", algo="auto",
-                                   output_shape=None, out=None, alpha=1.0, beta=0.0,
-                                   num_threads=None):
+def conv_transpose2d_backward_data(grad_out: npt.ArrayLike, weight: npt.ArrayLike,
+                                   input_shape: Sequence[int], *, stride: IntOrPair = 1,
+                                   padding: Padding = 0, output_padding: IntOrPair = 0,
+                                   dilation: IntOrPair = 1, groups: int = 1,
+                                   layout: str = "NCHW", weight_layout: str = "OIHW",
+                                   padding_mode: str = "zeros", algo: str = "auto",
+                                   output_shape: Optional[Sequence[int]] = None,
+                                   out: Optional[Array] = None, alpha: float = 1.0,
+                                   beta: float = 0.0, num_threads: Optional[int] = None) -> Array:
     """Gradient of :func:`conv_transpose2d` with respect to its input ``x``.
 
     Parameters
@@ -327,11 +399,16 @@ def conv_transpose2d_backward_data(grad_out, weight, input_shape, *, stride=1, p
                             extra=extra, boundary=_boundary.for_geometry(geom))
 
 
-def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, padding=0,
-                                     output_padding=0, dilation=1, groups=1, layout="NCHW",
-                                     weight_layout="OIHW", padding_mode="zeros", algo="auto",
-                                     output_shape=None, out=None, alpha=1.0, beta=0.0,
-                                     num_threads=None):
+def conv_transpose2d_backward_weight(grad_out: npt.ArrayLike, x: npt.ArrayLike,
+                                     weight_shape: Sequence[int], *, stride: IntOrPair = 1,
+                                     padding: Padding = 0, output_padding: IntOrPair = 0,
+                                     dilation: IntOrPair = 1, groups: int = 1,
+                                     layout: str = "NCHW", weight_layout: str = "OIHW",
+                                     padding_mode: str = "zeros", algo: str = "auto",
+                                     output_shape: Optional[Sequence[int]] = None,
+                                     out: Optional[Array] = None, alpha: float = 1.0,
+                                     beta: float = 0.0,
+                                     num_threads: Optional[int] = None) -> Array:
     """Gradient of :func:`conv_transpose2d` with respect to its weight.
 
     Parameters
@@ -367,10 +444,14 @@ def conv_transpose2d_backward_weight(grad_out, x, weight_shape, *, stride=1, pad
                                     extra=extra, boundary=_boundary.for_geometry(geom))
 
 
-def conv_transpose2d_backward(grad_out, x, weight, *, stride=1, padding=0, output_padding=0,
-                              dilation=1, groups=1, layout="NCHW", weight_layout="OIHW",
-                              padding_mode="zeros", algo="auto", output_shape=None,
-                              num_threads=None, need=NEEDS):
+def conv_transpose2d_backward(grad_out: npt.ArrayLike, x: npt.ArrayLike, weight: npt.ArrayLike,
+                              *, stride: IntOrPair = 1, padding: Padding = 0,
+                              output_padding: IntOrPair = 0, dilation: IntOrPair = 1,
+                              groups: int = 1, layout: str = "NCHW", weight_layout: str = "OIHW",
+                              padding_mode: str = "zeros", algo: str = "auto",
+                              output_shape: Optional[Sequence[int]] = None,
+                              num_threads: Optional[int] = None,
+                              need: Union[str, Iterable[str]] = NEEDS) -> Gradients:
     """All gradients of :func:`conv_transpose2d` in one call.
 
     Parameters
@@ -387,13 +468,15 @@ def conv_transpose2d_backward(grad_out, x, weight, *, stride=1, padding=0, outpu
         Entries not in ``need`` are None.
     """
     need = check_need(need)
-    kw = dict(stride=stride, padding=padding, output_padding=output_padding, dilation=dilation,
-              groups=groups, layout=layout, weight_layout=weight_layout, algo=algo,
-              output_shape=output_shape, padding_mode=padding_mode, num_threads=num_threads)
+    kw: _TransposeKeywords = dict(
+        stride=stride, padding=padding, output_padding=output_padding, dilation=dilation,
+        groups=groups, layout=layout, weight_layout=weight_layout, algo=algo,
+        output_shape=output_shape, padding_mode=padding_mode, num_threads=num_threads)
     xa = as_float_array(x, "x")
     w = as_float_array(weight, "weight")
     dy = as_float_array(grad_out, "grad_out")
-    geom_kw = {k: v for k, v in kw.items() if k not in ("algo", "num_threads")}
+    geom_kw = cast("_TransposeGeometryKeywords",
+                   {k: v for k, v in kw.items() if k not in ("algo", "num_threads")})
     geom, _ = make_transpose_geometry(xa.shape, w.shape, compute_dtype(xa.dtype, w.dtype),
                                       **geom_kw)
     check_transpose_grad_out(dy, geom, layout)

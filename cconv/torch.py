@@ -297,7 +297,7 @@ def _check_tensors(x: Any, weight: Any, bias: Any) -> None:
                          f"{tuple(x.shape)}")
 
 
-def _pair(value: _IntPair, name: str) -> list[int]:
+def _pair(value: object, name: str) -> list[int]:  # object: anything, validated below
     if isinstance(value, int) and not isinstance(value, bool):
         return [value, value]
     items = list(value) if isinstance(value, Sequence) and not isinstance(value, str) else []

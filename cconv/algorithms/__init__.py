@@ -29,31 +29,37 @@ before and folds after), which the three functions below look up.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Dict, List, Optional, Type
+
 from .base import OPS, Algorithm, TransformedWeight
 from .depthwise import DepthwiseConvolution
 from .direct import DirectConvolution
 from .gemm import GemmConvolution
 from .winograd import WinogradConvolution
 
-REGISTRY = {cls.name: cls for cls in (DirectConvolution, WinogradConvolution, GemmConvolution,
-                                      DepthwiseConvolution)}
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry
+
+REGISTRY: Dict[str, Type[Algorithm]] = {
+    cls.name: cls for cls in (DirectConvolution, WinogradConvolution, GemmConvolution,
+                              DepthwiseConvolution)}
 ALGORITHMS = tuple(REGISTRY)
 
 __all__ = ["ALGORITHMS", "OPS", "REGISTRY", "Algorithm", "TransformedWeight", "implementation",
            "usable", "why_not"]
 
 
-def why_not(algo, geom, op):
+def why_not(algo: str, geom: ConvGeometry, op: str) -> Optional[str]:
     """Why algorithm ``algo`` cannot run pass ``op`` on ``geom``, or None if it can."""
     return REGISTRY[algo].why_not(geom.kernel_geometry, op)
 
 
-def usable(geom, op):
+def usable(geom: ConvGeometry, op: str) -> List[str]:
     """Names of the algorithms that can run ``op`` on ``geom``, in registry order."""
     geom = geom.kernel_geometry
     return [name for name, cls in REGISTRY.items() if cls.why_not(geom, op) is None]
 
 
-def implementation(geom, algo):
+def implementation(geom: ConvGeometry, algo: str) -> Algorithm:
     """The cached instance of algorithm ``algo`` for ``geom`` (it holds the schedules)."""
     return REGISTRY[algo].for_geometry(geom.kernel_geometry)

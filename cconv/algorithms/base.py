@@ -18,6 +18,14 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, Type
+
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry
+
+Array = npt.NDArray[Any]
 
 OPS = ("forward", "backward_data", "backward_weight")
 
@@ -37,10 +45,10 @@ class TransformedWeight:
     """
 
     algorithm: str
-    geometry: object
-    data: object
+    geometry: ConvGeometry
+    data: Array
 
-    def serves(self, algorithm, geometry):
+    def serves(self, algorithm: Algorithm, geometry: ConvGeometry) -> bool:
         """True if ``algorithm`` running ``geometry`` can use this prepared weight."""
         return self.algorithm == algorithm.name and self.geometry == geometry
 
@@ -54,7 +62,7 @@ class Algorithm:
 
     name = "?"
 
-    def __init__(self, geom):
+    def __init__(self, geom: ConvGeometry) -> None:
         """Bind the algorithm to ``geom``; ValueError with the reason if it cannot run it."""
         reason = self.why_not(geom, "forward")
         if reason:
@@ -62,7 +70,7 @@ class Algorithm:
         self.geom = geom
 
     @classmethod
-    def why_not(cls, geom, op):
+    def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
         """The reason this algorithm cannot run pass ``op`` on ``geom``, or None if it can.
 
         Parameters
@@ -77,7 +85,7 @@ class Algorithm:
         raise NotImplementedError
 
     @classmethod
-    def for_geometry(cls, geom):
+    def for_geometry(cls, geom: ConvGeometry) -> Algorithm:
         """The cached instance of this algorithm for ``geom`` (built on first use).
 
         Parameters
@@ -88,9 +96,10 @@ class Algorithm:
         -------
         Algorithm
         """
-        return _instance(cls, geom)
+        # Classes are hashable; mypy reads ``type.__hash__`` as the instances' unbound method.
+        return _instance(cls, geom)  # type: ignore[arg-type]
 
-    def prepare_weight(self, w, nthreads):
+    def prepare_weight(self, w: Array, nthreads: int) -> Optional[TransformedWeight]:
         """Transform ``w`` once for :meth:`forward`.
 
         Returns
@@ -101,21 +110,23 @@ class Algorithm:
         """
         raise NotImplementedError
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+    def forward(self, x: Array, w: Array, bias: Optional[Array], y: Array, alpha: float,
+                beta: float, nthreads: int, prepared: Optional[TransformedWeight] = None) -> None:
         """``y = alpha * (conv(x, w) + bias) + beta * y``; ``prepared`` from
         :meth:`prepare_weight` of the same weight, or None."""
         raise NotImplementedError
 
-    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+    def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                      nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx``; ``bias`` (C,)
         serves transposed convolution, whose forward pass this is."""
         raise NotImplementedError
 
-    def backward_weight(self, dy, x, nthreads):
+    def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
         raise NotImplementedError
 
-    def workspace_bytes(self, op, nthreads):
+    def workspace_bytes(self, op: str, nthreads: int) -> int:
         """Bytes one call of ``op`` on ``nthreads`` threads allocates besides its result.
 
         Parameters
@@ -130,7 +141,7 @@ class Algorithm:
         raise NotImplementedError
 
 
-def memory_layout(array_nchw):
+def memory_layout(array_nchw: Array) -> Optional[str]:
     """"NCHW" when a logical (N, C, H, W) view is a C-contiguous NCHW array, "NHWC" when it is
     a C-contiguous NHWC one (checked second: a 1x1 image is both), else None."""
     if array_nchw.flags.c_contiguous:
@@ -141,5 +152,5 @@ def memory_layout(array_nchw):
 
 
 @functools.lru_cache(maxsize=256)
-def _instance(cls, geom):
+def _instance(cls: Type[Algorithm], geom: ConvGeometry) -> Algorithm:
     return cls(geom)

@@ -31,11 +31,21 @@ Kernels: ``cconv/_kernels/_depthwise.pyx.tp``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+
 import numpy as np
+import numpy.typing as npt
 
 from .._simd import depthwise as kernels
 from .base import Algorithm, memory_layout
 from .direct import NO_BIAS, DirectConvolution
+
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry
+    from .base import TransformedWeight
+
+Array = npt.NDArray[Any]
+Taps = npt.NDArray[np.int64]
 
 # Backward-weight NHWC: split the batch's output rows into this many jobs (fewer when there
 # are fewer rows); the split depends on the shape only (deterministic results).
@@ -55,7 +65,7 @@ BAND_BYTES = 512 * 1024
 MIN_BAND_ROWS = 16
 
 
-def _block_shape(out_w, vl):
+def _block_shape(out_w: int, vl: int) -> Tuple[int, int]:
     """(rows, vectors) of the four register accumulators of an NCHW plane: whole vectors
     along a row, several rows when the row is narrower than four vectors."""
     nv = min(4, -(-out_w // vl))
@@ -63,7 +73,7 @@ def _block_shape(out_w, vl):
     return 4 // nv, nv
 
 
-def _round_up(value, step):
+def _round_up(value: int, step: int) -> int:
     return -(-value // step) * step
 
 
@@ -77,7 +87,7 @@ class _NchwLayout:
     the same bound before they start).
     """
 
-    def __init__(self, geom, vl):
+    def __init__(self, geom: ConvGeometry, vl: int) -> None:
         g = geom
         sw, (dh, dw) = g.stride[1], g.dilation
         (pt, pb), (pl, pr) = g.pads
@@ -97,13 +107,13 @@ class _NchwLayout:
         self.base_w = pl - (g.S - 1) * dw
         self.Wb = _round_up(g.W, self.NV_bd * vl) + (g.S - 1) * dw
 
-    def _input_rows(self, band):
+    def _input_rows(self, band: int) -> int:
         """Rows of the padded input a band of ``band`` output rows reads (whole blocks)."""
         g = self.geom
         rows = (_round_up(band, self.NR) - 1) * g.stride[0] + (g.R - 1) * g.dilation[0] + 1
         return max(rows, g.H + sum(g.pads[0])) if band == g.OH else rows
 
-    def _input_taps(self, rows):
+    def _input_taps(self, rows: int) -> Taps:
         g = self.geom
         sw, (dh, dw) = g.stride[1], g.dilation
         r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
@@ -111,7 +121,7 @@ class _NchwLayout:
         return (((cols % sw) * rows + (r * dh).ravel()) * self.Wq + cols // sw).astype(np.int64)
 
     @staticmethod
-    def band(planes, out_rows, nr, nthreads, bytes_per_row):
+    def band(planes: int, out_rows: int, nr: int, nthreads: int, bytes_per_row: int) -> int:
         """Output rows per job: the whole plane, or bands of it (see ``BAND_BYTES``).
 
         ``bytes_per_row``: bytes of band buffer per output row (input rows per output row
@@ -123,7 +133,7 @@ class _NchwLayout:
         rows = _round_up(max(rows, MIN_BAND_ROWS), nr)
         return out_rows if rows >= out_rows else rows
 
-    def forward_band(self, nthreads):
+    def forward_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
         """(band, rows, tap offsets, scratch elements per thread) of the forward kernel."""
         g = self.geom
         item = g.dtype.itemsize
@@ -134,7 +144,7 @@ class _NchwLayout:
         taps = (np.arange(g.Cg)[:, None] * channel + self._input_taps(rows)[None, :]).ravel()
         return band, rows, taps.astype(np.int64), g.Cg * channel
 
-    def backward_data_band(self, nthreads):
+    def backward_data_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
         """(band, rows, tap offsets, scratch elements per thread) of backward-data."""
         g = self.geom
         dh, dw = g.dilation
@@ -147,7 +157,7 @@ class _NchwLayout:
         return band, rows, taps.astype(np.int64), g.Kg * plane
 
     @staticmethod
-    def flipped(w, geom):
+    def flipped(w: Array, geom: ConvGeometry) -> Array:
         """(C, Kg*R*S): each input channel's filters (one per output channel of its group)
         rotated by 180 degrees."""
         g = geom
@@ -165,7 +175,7 @@ class DepthwiseConvolution(Algorithm):
     name = "depthwise"
 
     @classmethod
-    def why_not(cls, geom, op):
+    def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
         """None when every group has at most ``MAX_CHANNELS_PER_GROUP`` input channels
         (depthwise layers, filter banks over one- to four-channel images), else the
         reason."""
@@ -174,7 +184,7 @@ class DepthwiseConvolution(Algorithm):
                     f"channels per group, got {geom.Cg}")
         return None
 
-    def __init__(self, geom):
+    def __init__(self, geom: ConvGeometry) -> None:
         super().__init__(geom)
         g = geom
         self._args = (g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pads[0][0],
@@ -183,26 +193,27 @@ class DepthwiseConvolution(Algorithm):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _nhwc(self, *arrays):
+    def _nhwc(self, *arrays: Array) -> bool:
         """True when the channel-vector kernels apply: depthwise with multiplier 1, NHWC
         memory."""
         g = self.geom
         return (g.Cg == 1 and g.Kg == 1
                 and all(memory_layout(a) == "NHWC" for a in arrays))
 
-    def _tap_major_weight(self, w):
+    def _tap_major_weight(self, w: Array) -> Array:
         """(K, 1, R, S) -> (R, S, K) contiguous, the NHWC kernels' weight."""
         return np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
 
-    def _tap_lists(self, nthreads):
+    def _tap_lists(self, nthreads: int) -> Taps:
         """Per-thread lists of (tap, pixel) pairs for the NHWC kernels."""
         return np.empty((nthreads, 2 * self.geom.R * self.geom.S), np.int64)
 
-    def _scratch(self, size, nthreads):
+    def _scratch(self, size: int, nthreads: int) -> Array:
         return np.empty((nthreads, max(1, size)), self.geom.dtype)
 
-    def _run_nchw(self, run, src, w, dst, bias, alpha, beta, tap_off, layout, scratch,
-                  nthreads):
+    def _run_nchw(self, run: Callable[..., None], src: Array, w: Array, dst: Array, bias: Array,
+                  alpha: float, beta: float, tap_off: Taps, layout: Tuple[int, ...],
+                  scratch: Array, nthreads: int) -> None:
         """An NCHW kernel from a contiguous copy of ``src`` (when it is not one) into ``dst``,
         or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy)."""
         src = np.ascontiguousarray(src)
@@ -215,11 +226,12 @@ class DepthwiseConvolution(Algorithm):
 
     # -- passes ----------------------------------------------------------------------------
 
-    def prepare_weight(self, w, nthreads):
+    def prepare_weight(self, w: Array, nthreads: int) -> Optional[TransformedWeight]:
         """Nothing worth precomputing: the kernels read the (K, 1, R, S) weight directly."""
         return None
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+    def forward(self, x: Array, w: Array, bias: Optional[Array], y: Array, alpha: float,
+                beta: float, nthreads: int, prepared: Optional[TransformedWeight] = None) -> None:
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (logical NCHW views)."""
         g, lay = self.geom, self._nchw
         b = NO_BIAS[g.dtype] if bias is None else bias
@@ -237,7 +249,8 @@ class DepthwiseConvolution(Algorithm):
                         lay.Wq, lay.NR, lay.NV, band), self._scratch(scratch, nthreads),
                        nthreads)
 
-    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+    def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                      nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
         g, lay = self.geom, self._nchw
         b = NO_BIAS[g.dtype] if bias is None else bias
@@ -258,18 +271,18 @@ class DepthwiseConvolution(Algorithm):
                               lay.Wb, lay.NR_bd, lay.NV_bd, band),
                        self._scratch(scratch, nthreads), nthreads)
 
-    def _weight_splits(self):
+    def _weight_splits(self) -> int:
         g = self.geom
         return max(1, min(g.N * g.OH, TARGET_WEIGHT_JOBS))
 
-    def backward_weight(self, dy, x, nthreads):
+    def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, 1, R, S) array."""
         grad = self._backward_weight(dy, x, nthreads)
         if not np.isfinite(grad).all():
             return DirectConvolution.for_geometry(self.geom).backward_weight(dy, x, nthreads)
         return grad
 
-    def _backward_weight(self, dy, x, nthreads):
+    def _backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         g = self.geom
         RS = g.R * g.S
         if self._nhwc(dy, x):
@@ -286,7 +299,7 @@ class DepthwiseConvolution(Algorithm):
                                      self._scratch(lay.weight_scratch, nthreads), nthreads)
         return grad.astype(g.dtype).reshape(g.K, g.Cg, g.R, g.S)
 
-    def workspace_bytes(self, op, nthreads):
+    def workspace_bytes(self, op: str, nthreads: int) -> int:
         """Scratch of one call in the geometry's own layout (contiguous operands)."""
         g, lay = self.geom, self._nchw
         item = g.dtype.itemsize

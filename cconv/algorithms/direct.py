@@ -9,7 +9,10 @@ order (any strides, compute dtype), weights as contiguous (K, C/groups, R, S) ar
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable, Dict, Literal, Optional, Tuple, overload
+
 import numpy as np
+import numpy.typing as npt
 
 from .._geometry import COMPUTE_DTYPES
 from .._kernels import _layout
@@ -17,8 +20,14 @@ from .._simd import tiles
 from . import direct_schedule
 from .base import Algorithm, TransformedWeight, memory_layout
 
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry, Pair
+    from .direct_schedule import BackwardDataLayout, BackwardWeightLayout, ForwardLayout, Pass
+
+Array = npt.NDArray[Any]
+
 # The kernels take a bias memoryview even without a bias: an empty one means none.
-NO_BIAS = {dtype: np.zeros(0, dtype) for dtype in COMPUTE_DTYPES}
+NO_BIAS: Dict[np.dtype[Any], Array] = {dtype: np.zeros(0, dtype) for dtype in COMPUTE_DTYPES}
 
 
 class DirectConvolution(Algorithm):
@@ -27,17 +36,29 @@ class DirectConvolution(Algorithm):
     name = "direct"
 
     @classmethod
-    def why_not(cls, geom, op):
+    def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
         """None: the direct algorithm runs every shape and pass."""
         return None
 
-    def __init__(self, geom):
+    def __init__(self, geom: ConvGeometry) -> None:
         super().__init__(geom)
         self.vl = tiles.VECTOR_LENGTH[geom.dtype.name]
-        self._run = getattr(tiles, f"run_jobs_{geom.dtype.name}")
-        self._passes = {}
+        # run_jobs_float32 or run_jobs_float64: the compute dtype's tile runner
+        self._run: Callable[..., None] = getattr(tiles, f"run_jobs_{geom.dtype.name}")
+        self._passes: Dict[Tuple[str, str], Pass[Any]] = {}
 
-    def schedule(self, op, target="blocked"):
+    @overload
+    def schedule(self, op: Literal["forward"], target: str = ...) -> Pass[ForwardLayout]: ...
+    @overload
+    def schedule(self, op: Literal["backward_data"],
+                 target: str = ...) -> Pass[BackwardDataLayout]: ...
+    @overload
+    def schedule(self, op: Literal["backward_weight"],
+                 target: str = ...) -> Pass[BackwardWeightLayout]: ...
+    @overload
+    def schedule(self, op: str, target: str = ...) -> Pass[Any]: ...
+
+    def schedule(self, op: str, target: str = "blocked") -> Pass[Any]:
         """The cached ``direct_schedule.Pass`` of ``op`` writing to ``target``."""
         key = (op, target)
         if key not in self._passes:
@@ -46,20 +67,21 @@ class DirectConvolution(Algorithm):
             self._passes[key] = make(self.geom, self.vl, tiles.TILE_ROWS, *args)
         return self._passes[key]
 
-    def _target(self, y):
+    def _target(self, y: Array) -> str:
         """Write straight into ``y`` (a logical NCHW view) when its memory is a contiguous
         NCHW or NHWC array of the compute dtype; else through a blocked buffer + unpack."""
         if y.dtype != self.geom.dtype:
             return "blocked"
         return memory_layout(y) or "blocked"
 
-    def _run_into(self, p, target, A, B, y, bias, alpha, beta, nthreads):
+    def _run_into(self, p: Pass[Any], target: str, A: Array, B: Array, y: Array,
+                  bias: Optional[Array], alpha: float, beta: float, nthreads: int) -> None:
         """Run a pass's jobs straight into ``y`` (target NCHW / NHWC)."""
         flat = y if target == "NCHW" else y.transpose(0, 2, 3, 1)
         self._run(tiles.KINDS[p.kind], A, B, flat.reshape(-1), p.jobs, p.table, nthreads,
                   p.info.col_stride, bias, alpha, beta)
 
-    def workspace_bytes(self, op, nthreads):
+    def workspace_bytes(self, op: str, nthreads: int) -> int:
         """Bytes of the packed and blocked buffers one call of ``op`` allocates (the same
         at any thread count: the direct algorithm has no per-thread scratch)."""
         g, item = self.geom, self.geom.dtype.itemsize
@@ -69,7 +91,7 @@ class DirectConvolution(Algorithm):
                                                    and g.Kg > 1)
         p = self.schedule(op, "NCHW" if direct else "blocked")
         if op == "backward_data":
-            bd = p.info
+            bd: BackwardDataLayout = p.info
             dy_blocks = -(-g.K // self.vl) if g.depthwise else g.groups * bd.red_blocks
             packed = g.N * dy_blocks * bd.OHp * bd.OWp * bd.dy_block
             return int(packed + bd.weight_size + p.out_size) * item
@@ -87,15 +109,16 @@ class DirectConvolution(Algorithm):
 
     # -- packing ---------------------------------------------------------------------------
 
-    def _pack_activation(self, x, block, slots_per_group, mult, groups, pads, height, width,
-                         nthreads):
+    def _pack_activation(self, x: Array, block: int, slots_per_group: int, mult: int,
+                         groups: int, pads: Pair, height: int, width: int,
+                         nthreads: int) -> Array:
         nblocks = -(-slots_per_group // block)
         packed = np.empty(x.shape[0] * groups * nblocks * height * width * block, self.geom.dtype)
         _layout.pack_input(x, packed, groups, x.shape[1] // groups, slots_per_group, mult, block,
                            pads[0], pads[1], height, width, nthreads)
         return packed
 
-    def _pack_input(self, x, nthreads):
+    def _pack_input(self, x: Array, nthreads: int) -> Array:
         g, fwd = self.geom, self.schedule("forward").info
         (pt, _), (pl, _) = g.pads
         if g.depthwise:
@@ -104,7 +127,9 @@ class DirectConvolution(Algorithm):
         return self._pack_activation(x, fwd.CB, g.Cg, 1, g.groups, (pt, pl), fwd.Hp, fwd.Wp,
                                      nthreads)
 
-    def _pack_weight(self, w, groups, Kg, Cg, swap, col_block, red_block, taps, nthreads):
+    def _pack_weight(self, w: Array, groups: int, Kg: int, Cg: int, swap: bool,
+                     col_block: int, red_block: int, taps: Array,
+                     nthreads: int) -> Tuple[Array, bool]:
         """The packed weight and whether a packed weight is NaN or infinite."""
         cols, reds = (Cg, Kg) if swap else (Kg, Cg)
         size = (groups * -(-cols // col_block) * -(-reds // red_block) * len(taps)
@@ -115,7 +140,7 @@ class DirectConvolution(Algorithm):
                                   np.asarray(taps, np.intp), nthreads)
         return packed, bool(bad)
 
-    def _pack_forward_weight(self, w, nthreads):
+    def _pack_forward_weight(self, w: Array, nthreads: int) -> Array:
         """[G][Kb][Cb][R*S][CB][KB] (dense) or [Vb][R*S][VL] (depthwise)."""
         g, fwd = self.geom, self.schedule("forward").info
         taps = np.arange(g.R * g.S)
@@ -124,7 +149,8 @@ class DirectConvolution(Algorithm):
         return self._pack_weight(w, g.groups, g.Kg, g.Cg, False, fwd.KB, fwd.CB, taps,
                                  nthreads)[0]
 
-    def _pack_backward_data_weight(self, w, bd, nthreads):
+    def _pack_backward_data_weight(self, w: Array, bd: BackwardDataLayout,
+                                   nthreads: int) -> Tuple[Array, bool]:
         """Per stride phase of ``bd`` (a ``BackwardDataLayout``): [G][out_blocks][red_blocks]
         [taps][dy_block][KB] (dense) or [Vb][taps][VL] (depthwise).
 
@@ -150,11 +176,12 @@ class DirectConvolution(Algorithm):
 
     # -- passes ----------------------------------------------------------------------------
 
-    def prepare_weight(self, w, nthreads):
+    def prepare_weight(self, w: Array, nthreads: int) -> TransformedWeight:
         """The packed forward weight of ``w``, for :meth:`forward`."""
         return TransformedWeight(self.name, self.geom, self._pack_forward_weight(w, nthreads))
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+    def forward(self, x: Array, w: Array, bias: Optional[Array], y: Array, alpha: float,
+                beta: float, nthreads: int, prepared: Optional[TransformedWeight] = None) -> None:
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view).
 
         ``prepared``: the result of :meth:`prepare_weight` for ``w``, or None."""
@@ -172,7 +199,8 @@ class DirectConvolution(Algorithm):
         _layout.unpack_output(blocked, y, groups, p.info.Kb, p.info.KB, 1,
                               NO_BIAS[g.dtype] if bias is None else bias, alpha, beta, nthreads)
 
-    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+    def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                      nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW views).
 
         ``bias`` (C,) serves transposed convolution, whose forward pass this is."""
@@ -204,7 +232,9 @@ class DirectConvolution(Algorithm):
             _layout.unpack_output(blocked, dx, g.groups, bd.out_blocks, bd.KB, 1, bias, alpha,
                                   beta, nthreads)
 
-    def _backward_data_nonfinite_weight(self, dy, w, dx, alpha, beta, nthreads, bias):
+    def _backward_data_nonfinite_weight(self, dy: Array, w: Array, dx: Array, alpha: float,
+                                        beta: float, nthreads: int,
+                                        bias: Optional[Array]) -> None:
         """Backward-data when a weight is NaN or infinite: sum only the terms that exist.
 
         The kernels gather over a zero-padded ``dy``, so a non-finite weight meeting the
@@ -235,7 +265,7 @@ class DirectConvolution(Algorithm):
             else:
                 dx[...] = alpha * total + beta * dx
 
-    def backward_weight(self, dy, x, nthreads):
+    def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
         g, p = self.geom, self.schedule("backward_weight")
         fwd = p.info.forward
@@ -260,7 +290,8 @@ class DirectConvolution(Algorithm):
         return np.ascontiguousarray(grad).reshape(g.K, g.Cg, g.R, g.S)
 
 
-def _tap_range(offset, stride, n_out, n_in):
+def _tap_range(offset: int, stride: int, n_out: int,
+               n_in: int) -> Optional[Tuple[slice, slice]]:
     """Slices (outputs, inputs) of one axis where output ``o`` meets input ``o*stride +
     offset`` inside ``0..n_in-1``, or None if it never does."""
     first = max(0, -(offset // stride))  # ceil(-offset / stride)

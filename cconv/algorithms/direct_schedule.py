@@ -41,10 +41,20 @@ and over ``i`` that is a stride-1 convolution of the output gradient.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Generic, List, Tuple, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .._simd import tiles
+
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry, Pads
+
+Index = npt.NDArray[np.int64]
+# Index arithmetic on broadcast grids of job coordinates (NumPy integer arrays of any shape).
+Ints = npt.NDArray[Any]
+Phase = Tuple[int, int, List[int], List[int]]
 
 # The columns of a job table, in order: defined once, by the tile kernels.
 JOB_FIELDS = tiles.JOB_FIELDS
@@ -55,7 +65,7 @@ MAX_CHANNEL_BLOCK = 16
 TARGET_REDUCTION_JOBS = 64
 
 
-def channel_blocks(channels, limit=MAX_CHANNEL_BLOCK):
+def channel_blocks(channels: int, limit: int = MAX_CHANNEL_BLOCK) -> Tuple[int, int]:
     """(number of blocks, block size): at most ``limit`` wide, with the least zero padding."""
     nblocks = -(-channels // limit)
     return nblocks, -(-channels // nblocks)
@@ -64,23 +74,26 @@ def channel_blocks(channels, limit=MAX_CHANNEL_BLOCK):
 class OffsetTable:
     """Concatenates offset arrays into one int64 table; ``add`` returns a start index."""
 
-    def __init__(self):
+    parts: List[Index]
+    size: int
+
+    def __init__(self) -> None:
         self.parts, self.size = [], 0
 
-    def add(self, offsets):
+    def add(self, offsets: npt.ArrayLike) -> int:
         start = self.size
         offsets = np.ascontiguousarray(offsets, dtype=np.int64).ravel()
         self.parts.append(offsets)
         self.size += offsets.size
         return start
 
-    def array(self):
+    def array(self) -> Index:
         if not self.parts:
             return np.zeros(1, np.int64)
         return np.concatenate(self.parts + [np.zeros(1, np.int64)])
 
 
-def job_table(**columns):
+def job_table(**columns: npt.ArrayLike) -> Index:
     """A job table from broadcastable columns named as in JOB_FIELDS."""
     columns.setdefault("inner", 1)
     if "ncols" not in columns:
@@ -90,7 +103,7 @@ def job_table(**columns):
     return np.stack([a.ravel() for a in arrays], axis=1)
 
 
-def _broadcast_tile(columns, vl, tile_rows):
+def _broadcast_tile(columns: int, vl: int, tile_rows: int) -> Tuple[str, int, int]:
     """(kind, rows, columns) of the broadcast tile for ``columns`` outputs per group: one
     vector of columns and twice the rows when they fit (same registers, half the waste)."""
     if columns <= vl:
@@ -98,12 +111,12 @@ def _broadcast_tile(columns, vl, tile_rows):
     return "dense", tile_rows, 2 * vl
 
 
-def row_tiles(count, tile_rows):
+def row_tiles(count: int, tile_rows: int) -> Tuple[Index, Index]:
     starts = np.arange(0, count, tile_rows, dtype=np.int64)
     return starts, np.minimum(tile_rows, count - starts)
 
 
-def _grid(h_count, w_count, h_step, w_step, base=0):
+def _grid(h_count: int, w_count: int, h_step: int, w_step: int, base: int = 0) -> Index:
     """Offsets ``base + i*h_step + j*w_step`` for the grid (i, j), row-major."""
     i = np.arange(h_count, dtype=np.int64)[:, None]
     j = np.arange(w_count, dtype=np.int64)[None, :]
@@ -169,8 +182,8 @@ class BackwardDataLayout:
         Elements between output columns in the target the jobs write.
     """
 
-    phases: tuple
-    pads: tuple
+    phases: Tuple[Tuple[Tuple[int, ...], Tuple[int, ...]], ...]
+    pads: Pads
     OHp: int
     OWp: int
     dy_block: int
@@ -199,8 +212,11 @@ class BackwardWeightLayout:
     splits: int
 
 
+LayoutT = TypeVar("LayoutT", ForwardLayout, BackwardDataLayout, BackwardWeightLayout)
+
+
 @dataclass
-class Pass:
+class Pass(Generic[LayoutT]):
     """Jobs of one pass plus what the runner needs to size and fill its buffers.
 
     Attributes
@@ -218,13 +234,14 @@ class Pass:
     """
 
     kind: str
-    jobs: np.ndarray
-    table: np.ndarray
+    jobs: Index
+    table: Index
     out_size: int
-    info: ForwardLayout | BackwardDataLayout | BackwardWeightLayout
+    info: LayoutT
 
 
-def _placement(target, n, first_channel, ncols, channels, npix, width, blocked_index):
+def _placement(target: str, n: Ints, first_channel: Ints, ncols: Ints, channels: int, npix: int,
+               width: int, blocked_index: Ints) -> Tuple[Dict[str, npt.ArrayLike], int, int]:
     """Where jobs write: (job columns, row-offset scale, column stride).
 
     ``blocked``: the ``[...][npix][width]`` buffer a later unpack reads; ``NCHW`` /
@@ -240,7 +257,8 @@ def _placement(target, n, first_channel, ncols, channels, npix, width, blocked_i
                 bias=first_channel), channels, 1
 
 
-def _axis_phases(size, out_size, kernel, stride, dilation, pad):
+def _axis_phases(size: int, out_size: int, kernel: int, stride: int, dilation: int,
+                 pad: int) -> Tuple[List[Phase], int, int]:
     """Stride phases of one axis for backward-data.
 
     Returns ``(phases, pad_lo, pad_hi)``; each phase is ``(a, count, taps, shifts)``:
@@ -260,7 +278,8 @@ def _axis_phases(size, out_size, kernel, stride, dilation, pad):
     return phases, lo, hi
 
 
-def forward(geom, vl, tile_rows, target="blocked"):
+def forward(geom: ConvGeometry, vl: int, tile_rows: int,
+            target: str = "blocked") -> Pass[ForwardLayout]:
     """Jobs of the forward pass, writing to ``target`` (one of TARGETS)."""
     (pt, pb), (pl, pr) = geom.pads
     sh, sw = geom.stride
@@ -314,7 +333,8 @@ def forward(geom, vl, tile_rows, target="blocked"):
     return Pass(kind, jobs, table.array(), out_size, layout)
 
 
-def backward_data(geom, vl, tile_rows, target="blocked"):
+def backward_data(geom: ConvGeometry, vl: int, tile_rows: int,
+                  target: str = "blocked") -> Pass[BackwardDataLayout]:
     """Jobs of the backward-data pass, one stride phase at a time, writing to ``target``.
 
     A depthwise multiplier > 1 needs the blocked target (the unpack sums the copies)."""
@@ -380,7 +400,7 @@ def backward_data(geom, vl, tile_rows, target="blocked"):
     return Pass("depthwise" if geom.depthwise else kind, jobs, table.array(), out_size, layout)
 
 
-def _reduction_splits(N, npix, base_jobs):
+def _reduction_splits(N: int, npix: int, base_jobs: int) -> List[Tuple[int, int, int, int]]:
     """Contiguous pieces (n0, n1, p0, p1) of the backward-weight reduction over images x pixels."""
     want = -(-TARGET_REDUCTION_JOBS // max(base_jobs, 1))
     if want <= 1:
@@ -394,7 +414,7 @@ def _reduction_splits(N, npix, base_jobs):
             for i in range(pieces)]
 
 
-def backward_weight(geom, vl, tile_rows):
+def backward_weight(geom: ConvGeometry, vl: int, tile_rows: int) -> Pass[BackwardWeightLayout]:
     """Jobs of the backward-weight pass: rows are (channel, tap) pairs, the reduction runs
     over pixels in independent pieces whose partial sums the caller adds in a fixed order."""
     fwd = forward(geom, vl, tile_rows)

@@ -31,7 +31,10 @@ Sizes and job layouts live in ``winograd_schedule``; accuracy and speed: see
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Optional
+
 import numpy as np
+import numpy.typing as npt
 
 from .. import _workspace
 from .._geometry import COMPUTE_DTYPES
@@ -41,11 +44,18 @@ from . import winograd_schedule as schedule
 from .base import Algorithm, TransformedWeight
 from .direct import NO_BIAS, DirectConvolution
 
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry
+    from .._workspace import _Scope
+    from .winograd_schedule import TileProblem
+
+Array = npt.NDArray[Any]
+
 # The kernels' function suffix per compute dtype (their C type).
 _CTYPE = dict(zip(COMPUTE_DTYPES, ("float", "double")))
 
 
-def pack_input(problem, x, nthreads, ws):
+def pack_input(problem: TileProblem, x: Array, nthreads: int, ws: _Scope) -> Optional[Array]:
     """The zero-padded blocked input of ``problem``, or None if ``x`` holds a NaN or an
     infinity (noted by the packing as it copies, without an extra pass)."""
     p = problem
@@ -55,7 +65,7 @@ def pack_input(problem, x, nthreads, ws):
     return None if bad else packed
 
 
-def transform_filter(problem, w, nthreads, U):
+def transform_filter(problem: TileProblem, w: Array, nthreads: int, U: Array) -> Optional[Array]:
     """``w`` (G*Kg, Cg, 3, 3) -> ``U [G][Kb][16][Cp][KB]`` (written into ``U``, returned);
     None if ``w`` is not all finite."""
     p = problem
@@ -64,7 +74,8 @@ def transform_filter(problem, w, nthreads, U):
     return None if bad else U
 
 
-def run_forward(problem, x, w, bias, y, alpha, beta, nthreads, U=None):
+def run_forward(problem: TileProblem, x: Array, w: Array, bias: Optional[Array], y: Array,
+                alpha: float, beta: float, nthreads: int, U: Optional[Array] = None) -> bool:
     """Compute ``problem`` into ``y`` and return True, or return False (``y`` untouched)
     when an operand holds a NaN or an infinity.  ``U``: the filter already transformed."""
     p = problem
@@ -114,7 +125,7 @@ class WinogradConvolution(Algorithm):
     name = "winograd"
 
     @classmethod
-    def why_not(cls, geom, op):
+    def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
         """None if Winograd F(2x2,3x3) can run ``op`` on ``geom``, else the reason."""
         if (geom.R, geom.S) != (3, 3):
             return f"Winograd F(2x2,3x3) needs a 3x3 kernel, got {geom.R}x{geom.S}"
@@ -124,17 +135,17 @@ class WinogradConvolution(Algorithm):
             return f"Winograd F(2x2,3x3) needs dilation 1, got dilation {tuple(geom.dilation)}"
         return None
 
-    def __init__(self, geom):
+    def __init__(self, geom: ConvGeometry) -> None:
         super().__init__(geom)
         self._fwd = schedule.forward_problem(geom)
         self._bwd = schedule.backward_data_problem(geom)
         self._wgt = schedule.weight_gradient_schedule(geom)
 
-    def _direct(self):
+    def _direct(self) -> Algorithm:
         """The direct algorithm of this geometry: computes calls with NaN or Inf operands."""
         return DirectConvolution.for_geometry(self.geom)
 
-    def workspace_bytes(self, op, nthreads):
+    def workspace_bytes(self, op: str, nthreads: int) -> int:
         """Bytes one call of ``op`` on ``nthreads`` threads allocates besides its result."""
         if op == "forward":
             return int(self._fwd.workspace_bytes(nthreads))
@@ -142,13 +153,14 @@ class WinogradConvolution(Algorithm):
             return int(self._bwd.workspace_bytes(nthreads))
         return int(self._wgt.workspace_items(nthreads) * self.geom.dtype.itemsize)
 
-    def prepare_weight(self, w, nthreads):
+    def prepare_weight(self, w: Array, nthreads: int) -> Optional[TransformedWeight]:
         """The transformed filter of ``w`` for :meth:`forward`, or None if not all finite."""
         U = transform_filter(self._fwd, w, nthreads,
                              np.empty(self._fwd.filter_size(), self.geom.dtype))
         return None if U is None else TransformedWeight(self.name, self.geom, U)
 
-    def forward(self, x, w, bias, y, alpha, beta, nthreads, prepared=None):
+    def forward(self, x: Array, w: Array, bias: Optional[Array], y: Array, alpha: float,
+                beta: float, nthreads: int, prepared: Optional[TransformedWeight] = None) -> None:
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (y a logical NCHW view).
 
         ``prepared``: the result of :meth:`prepare_weight` for ``w``, or None."""
@@ -156,7 +168,8 @@ class WinogradConvolution(Algorithm):
         if not run_forward(self._fwd, x, w, bias, y, alpha, beta, nthreads, U=U):
             self._direct().forward(x, w, bias, y, alpha, beta, nthreads)
 
-    def backward_data(self, dy, w, dx, alpha, beta, nthreads, bias=None):
+    def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                      nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
         g = self.geom
         # Rotate 180 degrees and swap channel roles per group: (G, Kg, Cg) -> (G, Cg, Kg).
@@ -165,7 +178,7 @@ class WinogradConvolution(Algorithm):
                            nthreads):
             self._direct().backward_data(dy, w, dx, alpha, beta, nthreads, bias=bias)
 
-    def backward_weight(self, dy, x, nthreads):
+    def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
         g, s = self.geom, self._wgt
         p, dt = s.problem, g.dtype

@@ -22,8 +22,14 @@ Glossary (the kernels use the same names):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
 
 from .._simd import winograd as kernels
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .._geometry import ConvGeometry, Pads
 
 # Target bytes of one job's transformed input tiles (16 x tiles x channels): L2 is >= 1 MiB
 # on the CPUs we target, and the transformed filters of one channel block share it.
@@ -41,7 +47,7 @@ PARTIAL_BYTES = 64 * 1024 * 1024
 WEIGHT_CHANNEL_CHUNK = 128
 
 
-def padded_channels(Cg, vl):
+def padded_channels(Cg: int, vl: int) -> int:
     """Channels of the packed input: channels are the scalar (broadcast) side of the GEMM,
     so any count works and small groups stay unpadded; larger ones use vector-wide blocks."""
     return Cg if Cg <= 2 * vl else -(-Cg // vl) * vl
@@ -50,8 +56,10 @@ def padded_channels(Cg, vl):
 class TileProblem:
     """Sizes of one Winograd forward convolution (the layer's, or backward-data's)."""
 
-    def __init__(self, N, G, Cg, H, W, Kg, pads, dtype, tile_bytes=None, min_blocks=8,
-                 tile_channels=None, matrices=16, budget_extra=0):
+    def __init__(self, N: int, G: int, Cg: int, H: int, W: int, Kg: int, pads: Pads,
+                 dtype: np.dtype[Any], tile_bytes: Optional[int] = None, min_blocks: int = 8,
+                 tile_channels: Optional[int] = None, matrices: int = 16,
+                 budget_extra: int = 0) -> None:
         (pt, pb), (pl, pr) = pads
         self.N, self.G, self.Cg, self.Kg, self.dtype = N, G, Cg, Kg, dtype
         self.pt, self.pl = pt, pl
@@ -100,25 +108,25 @@ class TileProblem:
         self.scratch_per_thread = (matrices * (self.tblock * row + pad)
                                    + matrices * (self.tblock * self.KB + pad))
 
-    def packed_input_size(self):
+    def packed_input_size(self) -> int:
         """Elements of the zero-padded, channel-blocked input ``[N][G][ncb][Hp][Wp][block]``."""
         return self.N * self.G * self.ncb * self.Hp * self.Wp * self.block
 
-    def filter_size(self):
+    def filter_size(self) -> int:
         """Elements of the transformed filter ``U [G][Kb][16][Cp][KB]``."""
         return self.G * self.Kb * 16 * self.Cp * self.KB
 
     # Backward-weight's operands: dy packed in blocks of KB output channels, and the 16
     # transformed-gradient matrices of one split (the same shape as the transformed filter).
-    def packed_grad_size(self):
+    def packed_grad_size(self) -> int:
         """Elements of backward-weight's blocked ``dy``."""
         return self.N * self.G * self.Kb * 2 * self.tH * 2 * self.tW * self.KB
 
-    def partial_size(self):
+    def partial_size(self) -> int:
         """Elements of one split's partial sums (shaped like the transformed filter)."""
         return self.filter_size()
 
-    def workspace_bytes(self, nthreads):
+    def workspace_bytes(self, nthreads: int) -> int:
         """Bytes of a forward call's packed input, transformed filter and scratch."""
         return (self.packed_input_size() + self.filter_size()
                 + nthreads * self.scratch_per_thread) * self.dtype.itemsize
@@ -126,13 +134,13 @@ class TileProblem:
 
 
 
-def forward_problem(geom):
+def forward_problem(geom: ConvGeometry) -> TileProblem:
     """The forward pass of ``geom`` as a :class:`TileProblem`."""
     g = geom
     return TileProblem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype)
 
 
-def backward_data_problem(geom):
+def backward_data_problem(geom: ConvGeometry) -> TileProblem:
     """Backward-data of ``geom`` as the forward :class:`TileProblem` it is: ``dy`` convolved
     with the rotated filter, channel roles swapped, padded by ``2 - pad`` (negative: crop)."""
     g = geom
@@ -172,14 +180,14 @@ class WeightGradientSchedule:
     cchunk: int
     splits: int
 
-    def workspace_items(self, nthreads):
+    def workspace_items(self, nthreads: int) -> int:
         """Elements of scratch one backward-weight call on ``nthreads`` threads uses."""
         p = self.problem
         return (p.packed_input_size() + p.packed_grad_size() + self.splits * p.partial_size()
                 + nthreads * p.scratch_per_thread)
 
 
-def weight_gradient_schedule(geom):
+def weight_gradient_schedule(geom: ConvGeometry) -> WeightGradientSchedule:
     """The :class:`WeightGradientSchedule` of ``geom``.
 
     The partial sums of a job (kchunk x matrices x channels x KB) and its transformed tiles

@@ -24,12 +24,32 @@ Padding is always resolved to explicit per-side amounts here (TensorFlow "SAME",
 auto_pad, ...) before the core is called, so each adapter's rule is visible in its own module.
 """
 
+from __future__ import annotations
+
 import importlib as _importlib
+from types import ModuleType as _ModuleType
+from typing import TYPE_CHECKING, Any, Iterable, Tuple, cast
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    from .._geometry import IntOrPair, Padding
+
+    class _ConvKeywords(TypedDict, total=False):
+        """The geometry keywords an adapter passes on to the core functions."""
+
+        stride: IntOrPair
+        padding: Padding
+        dilation: IntOrPair
+        groups: int
+        layout: str
+        weight_layout: str
 
 __all__ = ["arrayfire", "tensorflow", "onednn", "miopen", "ndimage", "signal"]
 
 
-def __getattr__(name):  # lazy submodule access: ``cconv.compat.miopen`` without importing all
+# lazy submodule access: ``cconv.compat.miopen`` without importing all
+def __getattr__(name: str) -> _ModuleType:
     if name in __all__:
         return _importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -39,7 +59,7 @@ def __getattr__(name):  # lazy submodule access: ``cconv.compat.miopen`` without
 # Small helpers shared by the adapters (argument normalisation only).
 
 
-def _int(value, what):
+def _int(value: object, what: str) -> int:
     """A Python int from an int-like (numpy integers included); bool and floats are refused."""
     import numbers
 
@@ -48,14 +68,14 @@ def _int(value, what):
     return int(value)
 
 
-def _pair(value, what):
+def _pair(value: object, what: str) -> Tuple[int, int]:
     """int -> (v, v); 2-sequence -> (a, b). Anything else is a ValueError naming ``what``."""
     import numbers
 
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
         return (int(value), int(value))
     try:
-        items = list(value)
+        items = list(cast(Iterable[Any], value))  # the items are checked below
     except TypeError:
         raise TypeError(f"{what} must be an int or a pair of ints, got {value!r}") from None
     if len(items) != 2:
@@ -65,11 +85,14 @@ def _pair(value, what):
 
 # The "same" padding rule and the output size have one home, cconv._geometry; the adapters
 # use them under these names.
-from .._geometry import conv_output_size as _conv_out  # noqa: E402,F401
+from .._geometry import conv_output_size as _geometry_conv_out  # noqa: E402
 from .._geometry import same_pads as _geometry_same_pads  # noqa: E402
 
+_conv_out = _geometry_conv_out  # an assignment, so type checkers see the adapters' import
 
-def _same_pads(in_size, kernel, stride, dilation, lower=False):
+
+def _same_pads(in_size: int, kernel: int, stride: int, dilation: int,
+               lower: bool = False) -> Tuple[int, int]:
     """TensorFlow / ONNX / oneDNN "SAME" padding for one axis -> (begin, end); the odd extra
     pixel goes to the end ("same_upper", TensorFlow) or to the beginning ("same_lower")."""
     return _geometry_same_pads(in_size, kernel, stride, dilation, lower)
