@@ -202,6 +202,10 @@ def onnxruntime_call(ort: Any, layer: Layer, x: Array, w: Array, threads: int,
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # ONNX Runtime's pool spins after each run by default; timed interleaved with the other
+    # contenders, its spinning threads would take the cores from them (cconv's forward on
+    # 2 cores measured up to 3x slower beside a spinning session).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
     feed = {"X": x}
