@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Any, Callable, Dict, List, Tuple
 
-__all__ = ["summarize", "time_interleaved"]
+__all__ = ["SETTLE_SECONDS", "summarize", "time_interleaved"]
+
+# Idle time before each timed call.  A library's OpenMP / BLAS threads spin for a while after
+# a call (libgomp's default is about 5 ms here); timed right after another library's call,
+# a contender would share the cores with those spinning threads (cconv's forward measured up
+# to 2-3x slower right after an ONNX Runtime or PyTorch call).  The pause lets them sleep,
+# so every call is timed on an idle machine, as a call inside a pipeline would be.
+SETTLE_SECONDS = 0.01
 
 
 def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repeats: int,
                      timer: Callable[[], float], min_time: float = 0.0, max_repeats: int = 200,
+                     settle: float = SETTLE_SECONDS,
                      ) -> Tuple[Dict[str, List[float]], Dict[str, Any], Dict[str, str]]:
     """Warm up, then time rounds of one call of every contender each.
 
@@ -29,6 +38,8 @@ def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repe
         of the machine.
     max_repeats : int, optional
         Cap on the number of rounds `min_time` may add.
+    settle : float, optional
+        Seconds of real sleep before each timed call (:data:`SETTLE_SECONDS`); 0 for none.
 
     Returns
     -------
@@ -67,6 +78,8 @@ def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repe
             order = order[::-1]
         for label in order:
             fn = contenders[label]
+            if settle > 0:
+                time.sleep(settle)
             t0 = timer()
             fn()
             times[label].append(timer() - t0)
