@@ -70,6 +70,17 @@ def _csr(lists_of: Tuple[Index, Index], n_rows: int) -> Tuple[Index, Index]:
     return np.cumsum(ptr), np.ascontiguousarray(idx, dtype=np.int64)
 
 
+def _longest_run(indices: Index) -> Tuple[int, int]:
+    """[start, stop) of the longest run of consecutive values in sorted ``indices``."""
+    if indices.size == 0:
+        return 0, 0
+    breaks = np.flatnonzero(np.diff(indices) != 1)
+    starts = np.concatenate(([0], breaks + 1))
+    stops = np.concatenate((breaks + 1, [indices.size]))
+    best = int(np.argmax(stops - starts))
+    return int(indices[starts[best]]), int(indices[stops[best] - 1]) + 1
+
+
 class AxisMap:
     """The padding of one axis: which input index each padded index copies, both ways."""
 
@@ -83,6 +94,11 @@ class AxisMap:
         self.begin = pad_begin
         # folding: input index s sums every padded index that copied it
         self.fold = _csr((source[copies], positions[copies]), size)
+        # the input indices [interior[0], interior[1]) sum only themselves (at + pad_begin)
+        counts = np.diff(self.fold[0])
+        alone = np.flatnonzero(counts == 1)
+        alone = alone[self.fold[1][self.fold[0][alone]] == alone + pad_begin]
+        self.interior = _longest_run(alone)
 
 
 def _layout_blocks(array: Array, layout: str) -> Array:
@@ -117,8 +133,10 @@ class Boundary:
              num_threads: int) -> None:
         """``out = alpha * fold(grad_padded) + beta * out``; both in the layout, contiguous."""
         g = self.geom
+        c0, c1 = self.cols.interior
         _gather.gather_sum(_layout_blocks(grad_padded, g.layout), _layout_blocks(out, g.layout),
-                           *self.rows.fold, *self.cols.fold, 0.0, alpha, beta, num_threads)
+                           *self.rows.fold, *self.cols.fold, c0, c1, self.cols.begin, 0.0,
+                           alpha, beta, num_threads)
 
 
 @functools.lru_cache(maxsize=256)

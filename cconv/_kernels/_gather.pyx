@@ -29,25 +29,47 @@ ctypedef fused real:
 def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
                const int64_t[::1] row_ptr, const int64_t[::1] row_idx,
                const int64_t[::1] col_ptr, const int64_t[::1] col_idx,
+               Py_ssize_t c0, Py_ssize_t c1, Py_ssize_t shift,
                double fill, double alpha, double beta, int num_threads):
     """``dst = alpha * gathered + beta * dst`` (``beta == 0`` never reads ``dst``).
 
     ``gathered[b, r, c, l]`` is the sum of ``src[b, i, j, l]`` over ``i`` in
     ``row_idx[row_ptr[r]:row_ptr[r+1]]`` and ``j`` in ``col_idx[col_ptr[c]:col_ptr[c+1]]``,
-    or ``fill`` where either list is empty.  The caller guarantees the lists index inside
-    ``src`` and that ``row_ptr`` / ``col_ptr`` have ``dst``'s height / width + 1 entries.
+    or ``fill`` where either list is empty.  Columns ``c0 <= c < c1`` have the single source
+    ``c + shift`` (an image's interior, which a fold copies): in rows with a single source
+    row they are copied as one contiguous run.  The caller guarantees the lists index inside
+    ``src``, that ``row_ptr`` / ``col_ptr`` have ``dst``'s height / width + 1 entries, and the
+    promise about ``c0 .. c1``.
     """
     cdef Py_ssize_t B = dst.shape[0], H = dst.shape[1], W = dst.shape[2], L = dst.shape[3]
-    cdef Py_ssize_t job, b, r, c, l, a, e
+    cdef Py_ssize_t job, b, r, c, l, a, e, k, run, n_other, skip, m
     cdef int64_t i, j
     cdef real acc
     cdef real fill_r = <real>fill, alpha_r = <real>alpha, beta_r = <real>beta
+    cdef real *out
+    cdef const real *row
     if B == 0 or H == 0 or W == 0 or L == 0:
         return
+    if not (0 <= c0 <= c1 <= W) or (c1 > c0 and (c0 + shift < 0 or c1 + shift > src.shape[2])):
+        raise ValueError(f"interior columns [{c0}, {c1}) + {shift} do not fit")
+    run = (c1 - c0) * L
     for job in prange(B * H, nogil=True, schedule="static", num_threads=num_threads):
         b = job // H
         r = job - b * H
-        for c in range(W):
+        skip = 0
+        if row_ptr[r + 1] - row_ptr[r] == 1 and run > 0:
+            skip = c1 - c0
+            out = &dst[b, r, c0, 0]
+            row = &src[b, row_idx[row_ptr[r]], c0 + shift, 0]
+            if beta == 0:
+                for k in range(run):
+                    out[k] = alpha_r * row[k]
+            else:
+                for k in range(run):
+                    out[k] = alpha_r * row[k] + beta_r * out[k]
+        n_other = W - skip
+        for m in range(n_other):  # every column, or those outside the copied run
+            c = m if (skip == 0 or m < c0) else m + skip
             for l in range(L):
                 if row_ptr[r] == row_ptr[r + 1] or col_ptr[c] == col_ptr[c + 1]:
                     acc = fill_r
