@@ -9,9 +9,16 @@ thread) and reports whether auto's choice is within AUTO_SLACK of the fastest.
 
 import time
 
+import os
+import sys
+
 import numpy as np
 
-import cconv
+try:
+    import cconv  # the installed package
+except ImportError:  # a checkout with an in-place build
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import cconv
 from cconv import _dispatch
 from cconv._geometry import make_geometry
 

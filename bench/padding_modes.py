@@ -11,9 +11,16 @@ from __future__ import annotations
 import argparse
 import time
 
+import os
+import sys
+
 import numpy as np
 
-import cconv
+try:
+    import cconv  # the installed package
+except ImportError:  # a checkout with an in-place build
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import cconv
 from cconv.benchmark.layers import select_layers
 
 

@@ -12,8 +12,9 @@ def _environment_after_import(**env):
     clean = {k: v for k, v in os.environ.items()
              if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")}
     clean.update(env)
+    # from the filesystem root: the installed package, never a source tree in the cwd
     out = subprocess.run([sys.executable, "-c", code], env=clean, capture_output=True,
-                         text=True, check=True).stdout
+                         text=True, check=True, cwd=os.path.abspath(os.sep)).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
