@@ -116,6 +116,20 @@ FEW_CHANNEL_MEASUREMENTS = (
 )
 
 
+# Backward-data of strided layers with few input channels: direct / GEMM times (> 1: GEMM
+# faster), float32, NCHW, 2 threads, cconv.find_algorithms (median of 3) on a 2-core AVX-512
+# VM (AMD EPYC Zen 4).  The direct kernel's output-channel vectors are mostly empty there
+# (3 input channels are the data gradient's outputs); with 16 or more channels direct wins.
+# Columns: layer, direct ms, gemm ms.
+STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS = (
+    ("8x3x224x224 -> 64, 7x7 stride 2 (ResNet-50 conv1)", 118.5, 42.8),
+    ("8x3x128x128 -> 32, 3x3 stride 2", 5.64, 3.53),
+    ("8x16x64x64 -> 32, 5x5 stride 2", 3.43, 7.97),
+    ("8x64x56x56 -> 64, 3x3 stride 2", 6.97, 9.84),
+    ("8x128x56x56 -> 128, 3x3 stride 2", 14.32, 22.5),
+)
+
+
 # GEMM (NumPy's BLAS) / direct time ratios on unpadded 1x1 layers, float32, NCHW, 8x56x56,
 # minimum and median of 15 interleaved calls in a process without PyTorch, on a 2-core
 # AVX-512 VM (AMD EPYC Zen 4, OpenBLAS SkylakeX kernels).  Columns: C -> K, threads, pass,
@@ -162,13 +176,18 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     forward and backward-data, 1.07-1.57x on backward-weight at 1 thread but 0.72-0.89x by
     the median at 2 (min 1.15-1.41x; :data:`GEMM_MEASUREMENTS`).  BLAS does not depend on
     cconv's SIMD level: with the baseline kernels the direct weight gradient measured 2.4x
-    slower than GEMM, so GEMM is the choice that holds on every build.
+    slower than GEMM, so GEMM is the choice that holds on every build.  GEMM also for the
+    data gradient of strided layers with at most 4 input channels per group (ResNet-50's
+    stem: 2.8x the direct kernel; :data:`STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS`).
     """
     geom = geom.kernel_geometry  # what the algorithms run (padding modes pad beforehand)
     candidates = usable(geom, op)
     if "depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1)):
         return "depthwise"
     if pointwise(geom):  # unpadded 1x1: BLAS on the activations in place
+        return "gemm"
+    if (op == "backward_data" and geom.stride != (1, 1) and geom.Cg <= 4
+            and "gemm" in candidates):  # STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS
         return "gemm"
     if "winograd" in candidates:
         channels, pixels = min(geom.Cg, geom.Kg), geom.OH * geom.OW

@@ -124,3 +124,22 @@ def test_auto_uses_gemm_for_unpadded_1x1_layers():
     three = make_geometry((2, 8, 14, 14), (8, 8, 3, 3), padding=1)
     for op in ("forward", "backward_data", "backward_weight"):
         assert cconv._dispatch.heuristic(three, op) != "gemm"
+
+
+def test_auto_uses_gemm_for_the_data_gradient_of_strided_few_channel_layers():
+    # _dispatch.STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS: ResNet-50's stem and RGB stride 2
+    from cconv import _dispatch
+    from cconv._geometry import make_geometry
+
+    stem = make_geometry((2, 3, 32, 32), (16, 3, 7, 7), stride=2, padding=3)
+    rgb = make_geometry((2, 3, 16, 16), (8, 3, 3, 3), stride=2, padding=1)
+    for geom in (stem, rgb):
+        assert _dispatch.heuristic(geom, "backward_data") == "gemm"
+        assert _dispatch.heuristic(geom, "forward") == "direct"
+        assert _dispatch.heuristic(geom, "backward_weight") == "direct"
+    wide = make_geometry((2, 16, 16, 16), (8, 16, 3, 3), stride=2, padding=1)
+    unstrided = make_geometry((2, 3, 16, 16), (8, 3, 3, 3), padding=1)
+    depthwise = make_geometry((2, 8, 16, 16), (8, 1, 3, 3), stride=2, padding=1, groups=8)
+    assert _dispatch.heuristic(wide, "backward_data") == "direct"
+    assert _dispatch.heuristic(unstrided, "backward_data") == "depthwise"
+    assert _dispatch.heuristic(depthwise, "backward_data") == "depthwise"
