@@ -565,13 +565,15 @@ def make_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int],
                             output_padding: IntOrPair, dilation: IntOrPair, groups: int,
                             layout: str, weight_layout: str,
                             output_shape: Optional[Sequence[int]],
-                            padding_mode: str = "zeros") -> Tuple[ConvGeometry, Pair]:
+                            padding_mode: str = "zeros",
+                            padding_value: object = 0.0) -> Tuple[ConvGeometry, Pair]:
     """The geometry of the convolution that ``conv_transpose2d`` transposes.
 
     Returns ``(geom, extra)``: ``extra`` = (rows, cols) of zeros the transposed
     conv's input lacks at the bottom/right when ``output_padding >= stride``.
     ``padding_mode`` is that convolution's: the transposed convolution is its adjoint, which
-    for "constant" is the adjoint of its linear part, the "zeros" convolution.
+    for "constant" is the adjoint of its linear part, the "zeros" convolution, so
+    ``padding_value`` (checked by the same rules as for :func:`cconv.conv2d`) does not enter.
     """
     check_choice(layout, "layout", LAYOUTS)
     check_choice(weight_layout, "weight_layout", WEIGHT_LAYOUTS)
@@ -585,7 +587,7 @@ def make_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int],
     else:
         R, S, kg, _ = w_shape
     pads = normalize_padding(padding, allow_same=False)
-    check_choice(padding_mode, "padding_mode", PADDING_MODES)
+    check_padding_mode(padding_mode, padding_value, ((0, 0), (0, 0)), (1, 1), padding)
     if padding_mode == "constant":
         padding_mode = "zeros"
     groups = check_groups(groups)

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         weight_layout: str
         output_shape: Optional[Sequence[int]]
         padding_mode: str
+        padding_value: float
 
     class _TransposeKeywords(_TransposeGeometryKeywords):
         algo: str
@@ -308,7 +309,8 @@ def conv_transpose2d(x: npt.ArrayLike, weight: npt.ArrayLike,
                      padding: Padding = 0, output_padding: IntOrPair = 0,
                      dilation: IntOrPair = 1, groups: int = 1, layout: str = "NCHW",
                      weight_layout: str = "OIHW", padding_mode: str = "zeros",
-                     algo: str = "auto", output_shape: Optional[Sequence[int]] = None,
+                     padding_value: float = 0.0, algo: str = "auto",
+                     output_shape: Optional[Sequence[int]] = None,
                      out: Optional[Array] = None, alpha: float = 1.0, beta: float = 0.0,
                      num_threads: Optional[int] = None) -> Array:
     """Transposed 2-D convolution (the gradient of :func:`conv2d` w.r.t. its input), as PyTorch.
@@ -334,6 +336,9 @@ def conv_transpose2d(x: npt.ArrayLike, weight: npt.ArrayLike,
         pixel add their value onto it (with ``"circular"``, the periodic transposed
         convolution).  ``"constant"`` transposes to the same as ``"zeros"`` (the adjoint of
         the convolution's linear part).
+    padding_value : float
+        Accepted for symmetry with :func:`conv2d` and checked by its rules; the adjoint of
+        the linear part does not depend on it.
     groups, layout, weight_layout, algo, out, alpha, beta, num_threads
         As in :func:`conv2d`.
 
@@ -346,7 +351,8 @@ def conv_transpose2d(x: npt.ArrayLike, weight: npt.ArrayLike,
     geom, extra = make_transpose_geometry(xa.shape, w.shape, dtype, stride=stride, padding=padding,
                                           output_padding=output_padding, dilation=dilation,
                                           groups=groups, layout=layout, weight_layout=weight_layout,
-                                          output_shape=output_shape, padding_mode=padding_mode)
+                                          output_shape=output_shape, padding_mode=padding_mode,
+                                          padding_value=padding_value)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
     b = check_bias(bias, geom.C, dtype)
@@ -361,7 +367,8 @@ def conv_transpose2d_backward_data(grad_out: npt.ArrayLike, weight: npt.ArrayLik
                                    padding: Padding = 0, output_padding: IntOrPair = 0,
                                    dilation: IntOrPair = 1, groups: int = 1,
                                    layout: str = "NCHW", weight_layout: str = "OIHW",
-                                   padding_mode: str = "zeros", algo: str = "auto",
+                                   padding_mode: str = "zeros", padding_value: float = 0.0,
+                                   algo: str = "auto",
                                    output_shape: Optional[Sequence[int]] = None,
                                    out: Optional[Array] = None, alpha: float = 1.0,
                                    beta: float = 0.0, num_threads: Optional[int] = None) -> Array:
@@ -375,7 +382,8 @@ def conv_transpose2d_backward_data(grad_out: npt.ArrayLike, weight: npt.ArrayLik
         Its weight, as for :func:`conv_transpose2d`.
     input_shape : sequence of 4 ints
         Shape of its input ``x`` in ``layout`` order.
-    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode, algo,
+    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode,
+    padding_value, algo,
     output_shape, out, alpha, beta, num_threads
         As in :func:`conv_transpose2d`.
 
@@ -388,7 +396,8 @@ def conv_transpose2d_backward_data(grad_out: npt.ArrayLike, weight: npt.ArrayLik
                                           stride=stride, padding=padding,
                                           output_padding=output_padding, dilation=dilation,
                                           groups=groups, layout=layout, weight_layout=weight_layout,
-                                          output_shape=output_shape, padding_mode=padding_mode)
+                                          output_shape=output_shape, padding_mode=padding_mode,
+                                          padding_value=padding_value)
     check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
@@ -404,7 +413,8 @@ def conv_transpose2d_backward_weight(grad_out: npt.ArrayLike, x: npt.ArrayLike,
                                      padding: Padding = 0, output_padding: IntOrPair = 0,
                                      dilation: IntOrPair = 1, groups: int = 1,
                                      layout: str = "NCHW", weight_layout: str = "OIHW",
-                                     padding_mode: str = "zeros", algo: str = "auto",
+                                     padding_mode: str = "zeros", padding_value: float = 0.0,
+                                     algo: str = "auto",
                                      output_shape: Optional[Sequence[int]] = None,
                                      out: Optional[Array] = None, alpha: float = 1.0,
                                      beta: float = 0.0,
@@ -419,7 +429,8 @@ def conv_transpose2d_backward_weight(grad_out: npt.ArrayLike, x: npt.ArrayLike,
         Its input.
     weight_shape : sequence of 4 ints
         (C_in, K/groups, R, S) for ``"OIHW"`` or (R, S, K/groups, C_in) for ``"HWIO"``.
-    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode, algo,
+    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode,
+    padding_value, algo,
     output_shape, out, alpha, beta, num_threads
         As in :func:`conv_transpose2d`.
 
@@ -432,7 +443,8 @@ def conv_transpose2d_backward_weight(grad_out: npt.ArrayLike, x: npt.ArrayLike,
                                           dtype, stride=stride, padding=padding,
                                           output_padding=output_padding, dilation=dilation,
                                           groups=groups, layout=layout, weight_layout=weight_layout,
-                                          output_shape=output_shape, padding_mode=padding_mode)
+                                          output_shape=output_shape, padding_mode=padding_mode,
+                                          padding_value=padding_value)
     check_transpose_grad_out(dy, geom, layout)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
@@ -448,7 +460,8 @@ def conv_transpose2d_backward(grad_out: npt.ArrayLike, x: npt.ArrayLike, weight:
                               *, stride: IntOrPair = 1, padding: Padding = 0,
                               output_padding: IntOrPair = 0, dilation: IntOrPair = 1,
                               groups: int = 1, layout: str = "NCHW", weight_layout: str = "OIHW",
-                              padding_mode: str = "zeros", algo: str = "auto",
+                              padding_mode: str = "zeros", padding_value: float = 0.0,
+                              algo: str = "auto",
                               output_shape: Optional[Sequence[int]] = None,
                               num_threads: Optional[int] = None,
                               need: Union[str, Iterable[str]] = NEEDS) -> Gradients:
@@ -457,7 +470,8 @@ def conv_transpose2d_backward(grad_out: npt.ArrayLike, x: npt.ArrayLike, weight:
     Parameters
     ----------
     grad_out, x, weight : array_like
-    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode, algo,
+    stride, padding, output_padding, dilation, groups, layout, weight_layout, padding_mode,
+    padding_value, algo,
     output_shape, num_threads
         As in :func:`conv_transpose2d`.
     need : sequence of {"data", "weight", "bias"}
@@ -471,7 +485,8 @@ def conv_transpose2d_backward(grad_out: npt.ArrayLike, x: npt.ArrayLike, weight:
     kw: _TransposeKeywords = dict(
         stride=stride, padding=padding, output_padding=output_padding, dilation=dilation,
         groups=groups, layout=layout, weight_layout=weight_layout, algo=algo,
-        output_shape=output_shape, padding_mode=padding_mode, num_threads=num_threads)
+        output_shape=output_shape, padding_mode=padding_mode, padding_value=padding_value,
+        num_threads=num_threads)
     xa = as_float_array(x, "x")
     w = as_float_array(weight, "weight")
     dy = as_float_array(grad_out, "grad_out")

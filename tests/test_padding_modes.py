@@ -351,3 +351,23 @@ def test_output_size_rule_is_unchanged_by_mode():
         if mode not in ("zeros", "constant"):
             # every padded pixel copies a one: the sum of a 3x3 window of ones
             np.testing.assert_allclose(y, 9.0)
+
+
+def test_transpose_accepts_padding_value_and_ignores_it():
+    """The adjoint of a constant-padded convolution is that of its linear part (zeros)."""
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((1, 3, 5, 5))
+    w = rng.standard_normal((3, 2, 3, 3))
+    zeros = cconv.conv_transpose2d(x, w, padding=1)
+    const = cconv.conv_transpose2d(x, w, padding=1, padding_mode="constant", padding_value=2.5)
+    np.testing.assert_array_equal(const, zeros)
+    g = rng.standard_normal(zeros.shape)
+    dx, dw, _ = cconv.conv_transpose2d_backward(g, x, w, padding=1, padding_mode="constant",
+                                                padding_value=2.5)
+    dx0, dw0, _ = cconv.conv_transpose2d_backward(g, x, w, padding=1)
+    np.testing.assert_array_equal(dx, dx0)
+    np.testing.assert_array_equal(dw, dw0)
+    with pytest.raises(ValueError, match="padding_value"):
+        cconv.conv_transpose2d(x, w, padding=1, padding_mode="reflect", padding_value=1.0)
+    with pytest.raises(TypeError, match="padding_value"):
+        cconv.conv_transpose2d(x, w, padding=1, padding_mode="constant", padding_value="1")
