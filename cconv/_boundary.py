@@ -135,8 +135,8 @@ class Boundary:
         g = self.geom
         c0, c1 = self.cols.interior
         _gather.gather_sum(_layout_blocks(grad_padded, g.layout), _layout_blocks(out, g.layout),
-                           *self.rows.fold, *self.cols.fold, c0, c1, self.cols.begin, 0.0,
-                           alpha, beta, num_threads)
+                           *self.rows.fold, *self.cols.fold, c0, c1, self.cols.begin, alpha,
+                           beta, num_threads)
 
 
 @functools.lru_cache(maxsize=256)

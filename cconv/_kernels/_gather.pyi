@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 def gather_sum(src: npt.NDArray[Any], dst: npt.NDArray[Any], row_ptr: npt.NDArray[np.int64],
                row_idx: npt.NDArray[np.int64], col_ptr: npt.NDArray[np.int64],
-               col_idx: npt.NDArray[np.int64], c0: int, c1: int, shift: int, fill: float,
+               col_idx: npt.NDArray[np.int64], c0: int, c1: int, shift: int,
                alpha: float, beta: float, num_threads: int) -> None: ...
 def pad_copy(src: npt.NDArray[Any], dst: npt.NDArray[Any], row_src: npt.NDArray[np.int64],
              col_src: npt.NDArray[np.int64], left: int, fill: float,

@@ -1,17 +1,14 @@
 # cython: language_level=3
-"""Indexed gather-sum over the two spatial axes: building and folding padding.
+"""Building and folding the padding of a padding mode (``cconv._boundary``).
 
-One kernel serves both directions of a padding mode (``cconv._boundary``):
-
-- padding: every pixel of the padded image copies one pixel of the input (reflect,
-  symmetric, replicate, circular) or none (a constant);
-- folding, its adjoint: every input pixel sums the gradient of the padded pixels that copied
-  it (itself and its mirror images or wrap-arounds).
-
-Both are "output pixel (r, c) = sum of source pixels (i, j) for i in rows[r], j in cols[c]",
-with the row and column lists in CSR form.  Writing each output element once from a list of
-sources (a gather) needs no atomics and sums in a fixed order, so the fold is deterministic
-at any thread count.
+- ``pad_copy``: every pixel of the padded image copies one pixel of the input (reflect,
+  symmetric, replicate, circular) or none (a constant); the image's own columns are one
+  contiguous copy per row.
+- ``gather_sum``, its adjoint: every input pixel sums the gradient of the padded pixels that
+  copied it (itself and its mirror images or wrap-arounds), "output pixel (r, c) = sum of
+  source pixels (i, j) for i in rows[r], j in cols[c]" with the lists in CSR form.  Writing
+  each output element once from its list of sources (a gather) needs no atomics and sums in a
+  fixed order, so the fold is deterministic at any thread count.
 
 Arrays are 4-D and C-contiguous as (B, H, W, L): NCHW data is (N*C, H, W, 1), NHWC data is
 (N, H, W, C), so the innermost loop runs over contiguous channels when there are any.
@@ -30,12 +27,12 @@ def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
                const int64_t[::1] row_ptr, const int64_t[::1] row_idx,
                const int64_t[::1] col_ptr, const int64_t[::1] col_idx,
                Py_ssize_t c0, Py_ssize_t c1, Py_ssize_t shift,
-               double fill, double alpha, double beta, int num_threads):
+               double alpha, double beta, int num_threads):
     """``dst = alpha * gathered + beta * dst`` (``beta == 0`` never reads ``dst``).
 
     ``gathered[b, r, c, l]`` is the sum of ``src[b, i, j, l]`` over ``i`` in
-    ``row_idx[row_ptr[r]:row_ptr[r+1]]`` and ``j`` in ``col_idx[col_ptr[c]:col_ptr[c+1]]``,
-    or ``fill`` where either list is empty.  Columns ``c0 <= c < c1`` have the single source
+    ``row_idx[row_ptr[r]:row_ptr[r+1]]`` and ``j`` in ``col_idx[col_ptr[c]:col_ptr[c+1]]``
+    (zero where either list is empty; a fold's lists never are: every pixel copies itself).  Columns ``c0 <= c < c1`` have the single source
     ``c + shift`` (an image's interior, which a fold copies): in rows with a single source
     row they are copied as one contiguous run.  The caller guarantees the lists index inside
     ``src``, that ``row_ptr`` / ``col_ptr`` have ``dst``'s height / width + 1 entries, and the
@@ -45,7 +42,7 @@ def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
     cdef Py_ssize_t job, b, r, c, l, a, e, k, run, n_other, skip, m
     cdef int64_t i, j
     cdef real acc
-    cdef real fill_r = <real>fill, alpha_r = <real>alpha, beta_r = <real>beta
+    cdef real alpha_r = <real>alpha, beta_r = <real>beta
     cdef real *out
     cdef const real *row
     if B == 0 or H == 0 or W == 0 or L == 0:
@@ -71,15 +68,12 @@ def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
         for m in range(n_other):  # every column, or those outside the copied run
             c = m if (skip == 0 or m < c0) else m + skip
             for l in range(L):
-                if row_ptr[r] == row_ptr[r + 1] or col_ptr[c] == col_ptr[c + 1]:
-                    acc = fill_r
-                else:
-                    acc = 0
-                    for a in range(row_ptr[r], row_ptr[r + 1]):
-                        i = row_idx[a]
-                        for e in range(col_ptr[c], col_ptr[c + 1]):
-                            j = col_idx[e]
-                            acc = acc + src[b, i, j, l]
+                acc = 0
+                for a in range(row_ptr[r], row_ptr[r + 1]):
+                    i = row_idx[a]
+                    for e in range(col_ptr[c], col_ptr[c + 1]):
+                        j = col_idx[e]
+                        acc = acc + src[b, i, j, l]
                 if beta == 0:
                     dst[b, r, c, l] = alpha_r * acc
                 else:
