@@ -10,7 +10,10 @@ of the input padded with that mode.  So every algorithm runs every mode unchange
   copies nothing, so its fold is a crop.
 
 Transposed convolution is the data gradient of the convolution it transposes, so it folds
-too (and its own gradients pad).  Padding costs one parallel copy of the input (the image's
+too (and its own gradients pad).  An algorithm that copies its input anyway may build the
+padding there instead (``Algorithm.padding_mode_ops``, from :func:`padded_source`: the
+depthwise band buffers build every mode for forward and the weight gradient); then no
+padded copy is made for that pass.  Padding costs one parallel copy of the input (the image's
 rows copied whole, only the padding looked up; ``_kernels/_gather.pyx``), folding one
 gather-sum; the padded array is the only extra memory.
 
@@ -59,6 +62,24 @@ def source_index(position: npt.ArrayLike, size: int, mode: str) -> Index:
     return np.where((i >= 0) & (i < size), i, -1)  # constant
 
 
+def padded_source(size: int, pad_begin: int, pad_end: int, mode: str) -> Index:
+    """For each index of an axis padded by ``pad_begin`` / ``pad_end``, the input index it
+    copies, or -1 for the value of a constant (or zero) padding; contiguous int64."""
+    padded = np.arange(-pad_begin, size + pad_end, dtype=np.int64)
+    return np.ascontiguousarray(source_index(padded, size, mode), dtype=np.int64)
+
+
+@functools.lru_cache(maxsize=256)
+def padding_maps(geom: ConvGeometry) -> Tuple[Any, ...]:
+    """``(row_src, col_src, value)`` of ``geom``'s padding mode for the packing kernels
+    (``_layout.pack_input``), or ``()`` for zero padding (their own)."""
+    if geom.padding_mode == "zeros":
+        return ()
+    (top, bottom), (left, right) = geom.pads
+    return (padded_source(geom.H, top, bottom, geom.padding_mode),
+            padded_source(geom.W, left, right, geom.padding_mode), geom.padding_value)
+
+
 def _csr(lists_of: Tuple[Index, Index], n_rows: int) -> Tuple[Index, Index]:
     """CSR (pointers, indices) of ``lists_of`` = (row, index) pairs, rows in 0..n_rows-1,
     the indices of a row in increasing order (the fold's fixed summation order)."""
@@ -85,12 +106,11 @@ class AxisMap:
     """The padding of one axis: which input index each padded index copies, both ways."""
 
     def __init__(self, size: int, pad_begin: int, pad_end: int, mode: str) -> None:
-        padded = np.arange(-pad_begin, size + pad_end, dtype=np.int64)
-        source = source_index(padded, size, mode)
+        source = padded_source(size, pad_begin, pad_end, mode)
         copies = source >= 0
-        positions = np.arange(padded.size, dtype=np.int64)
+        positions = np.arange(source.size, dtype=np.int64)
         # padding: padded index p reads source[p] (-1: nothing, for a constant)
-        self.source = np.ascontiguousarray(source, dtype=np.int64)
+        self.source = source
         self.begin = pad_begin
         # folding: input index s sums every padded index that copied it
         self.fold = _csr((source[copies], positions[copies]), size)

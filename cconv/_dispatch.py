@@ -202,9 +202,11 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
 
 
 def select(geom: ConvGeometry, op: str, algo: str, num_threads: int) -> Algorithm:
-    """Resolve ``algo`` ("auto", "find" or a name) to an algorithm instance for ``op``."""
+    """Resolve ``algo`` ("auto", "find" or a name) to an algorithm instance for ``op`` (of
+    ``geom`` itself where the algorithm builds its padding mode, see
+    ``algorithms.implementation``)."""
     check_algo(algo)
-    geom = geom.kernel_geometry
+    outer, geom = geom, geom.kernel_geometry
     if algo == "auto":
         algo = heuristic(geom, op)
     elif algo == "find":
@@ -214,7 +216,7 @@ def select(geom: ConvGeometry, op: str, algo: str, num_threads: int) -> Algorith
         reason = why_not(algo, geom, op)
         if reason:
             raise ValueError(f"algo={algo!r} cannot run this convolution: {reason}")
-    return implementation(geom, algo)
+    return implementation(outer, algo, op)
 
 
 def _random_operands(geom: ConvGeometry,

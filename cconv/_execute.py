@@ -111,10 +111,10 @@ def forward(impl: Algorithm, x: Array, w: Array, bias: Optional[Array], out: Opt
     of the forward output beyond the result, cropped at the bottom / right (transposed
     convolution's data gradient, whose input lacked them).  ``boundary``: the
     ``cconv._boundary.Boundary`` of a padding mode, which pads ``x`` to ``impl.geom``'s
-    input first."""
+    input first, unless ``impl`` runs the padding mode itself (``impl.geom`` has it)."""
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
-    if boundary is not None and g.N:
+    if boundary is not None and g.N and g.padding_mode == "zeros":
         x = boundary.pad(x, nthreads)
     xv = compute_view(x, g.dtype, g.layout)
     wv = weight_oihw(w, g.weight_layout, g.dtype)
@@ -142,12 +142,13 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
     """Backward-data of ``impl.geom`` (also transposed convolution's forward, with ``bias``
     and ``extra`` rows / cols its input lacks at the bottom / right).  ``boundary``: the
     ``Boundary`` of a padding mode; the gradient of ``impl.geom``'s (padded) input is then
-    folded onto the pixels the padding copied, giving the gradient of ``boundary.geom``'s."""
+    folded onto the pixels the padding copied, giving the gradient of ``boundary.geom``'s
+    (unless ``impl`` runs the mode itself: ``impl.geom`` has it)."""
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
     dyv = pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra)
     wv = weight_oihw(w, g.weight_layout, g.dtype)
-    if boundary is None:
+    if boundary is None or g.padding_mode != "zeros":  # no mode, or ``impl`` builds it
         return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
                     g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,
                     g.N == 0)
@@ -175,10 +176,10 @@ def backward_weight(impl: Algorithm, dy: Array, x: Array, out: Optional[Array], 
                     extra: Pair = (0, 0), boundary: Optional[Boundary] = None) -> Array:
     """Backward-weight of ``impl.geom``, in its ``weight_layout`` (``extra``: as
     :func:`backward_data`, applied to ``dy``, which is transposed convolution's input;
-    ``boundary``: as :func:`forward`, padding ``x``)."""
+    ``boundary``: as :func:`forward`, padding ``x`` unless ``impl`` builds the mode)."""
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
-    if boundary is not None and g.N:
+    if boundary is not None and g.N and g.padding_mode == "zeros":
         x = boundary.pad(x, nthreads)
     if g.N == 0:
         grad = np.zeros((g.K, g.Cg, g.R, g.S), g.dtype)

@@ -72,9 +72,9 @@ class ConvPlan:
         """
         if op not in _dispatch.OPS:
             raise ValueError(f"op must be one of {_dispatch.OPS}, got {op!r}")
-        impl = implementation(self.geometry, self._algo(op))
+        impl = implementation(self.geometry, self._algo(op), op)
         padded = 0
-        if self.geometry.padding_mode != "zeros":  # the padded input (or its gradient)
+        if impl.geom.padding_mode != self.geometry.padding_mode:  # padded input (or gradient)
             k = self.geometry.kernel_geometry
             padded = k.N * k.C * k.H * k.W * k.dtype.itemsize
         return int(impl.workspace_bytes(op, resolve_num_threads(num_threads))) + padded
@@ -93,7 +93,7 @@ class ConvPlan:
         dtype = compute_dtype(*(a.dtype for a in operands))
         if dtype != g.dtype:
             g = dataclasses.replace(g, dtype=dtype)
-        return implementation(g, self._algo(op))
+        return implementation(g, self._algo(op), op)
 
     def prepare_weight(self, weight: npt.ArrayLike, *,
                        num_threads: Optional[int] = None) -> PreparedWeight:
@@ -119,7 +119,7 @@ class ConvPlan:
         w = self._array("weight", weight, g.weight_shape(), "weight shape")
         w = np.array(w, copy=True)  # the caller's dtype: results keep numpy.result_type
         w.flags.writeable = False
-        impl = implementation(g, self.algorithm)
+        impl = implementation(g, self.algorithm, "forward")
         wv = _execute.weight_oihw(w, g.weight_layout, g.dtype)
         return PreparedWeight(self, w, impl.prepare_weight(wv, resolve_num_threads(num_threads)))
 

@@ -233,10 +233,20 @@ def test_plan_and_find_take_modes():
     plan = cconv.plan_conv2d(x.shape, w.shape, padding=1, padding_mode="reflect")
     assert plan.output_shape == (2, 6, 10, 10)
     assert_close(plan.forward(x, w), _ref_forward(case, x.astype(np.float64), w), np.float32)
-    # the algorithms run the padded input's problem; the padded copy is extra scratch
-    padded_plan = cconv.plan_conv2d((2, 4, 12, 12), w.shape, padding=0)
-    assert plan.algorithm == padded_plan.algorithm
-    assert plan.workspace_bytes == padded_plan.workspace_bytes + 2 * 4 * 12 * 12 * 4
+    # the depthwise, direct and Winograd kernels build the mode where they copy the input
+    # (band buffers, packing): the same scratch as zero padding; GEMM runs the padded
+    # input's problem, so its padded copy is extra scratch
+    assert plan.algorithm == "depthwise"
+    for algo in ("depthwise", "direct", "winograd"):
+        with_mode = cconv.plan_conv2d(x.shape, w.shape, padding=1, padding_mode="reflect",
+                                      algo=algo)
+        zeros_plan = cconv.plan_conv2d(x.shape, w.shape, padding=1, algo=algo)
+        assert with_mode.workspace_bytes == zeros_plan.workspace_bytes, algo
+        assert_close(with_mode.forward(x, w), plan.forward(x, w), np.float32)
+    gemm = cconv.plan_conv2d(x.shape, w.shape, padding=1, padding_mode="reflect", algo="gemm")
+    padded_plan = cconv.plan_conv2d((2, 4, 12, 12), w.shape, padding=0, algo="gemm")
+    assert gemm.workspace_bytes == padded_plan.workspace_bytes + 2 * 4 * 12 * 12 * 4
+    assert_close(gemm.forward(x, w), plan.forward(x, w), np.float32)
     g = rng.standard_normal((2, 6, 10, 10)).astype(np.float32)
     assert_close(plan.backward_data(g, w),
                  cconv.conv2d_backward_data(g, w, x.shape, padding=1, padding_mode="reflect"),
@@ -371,3 +381,64 @@ def test_transpose_accepts_padding_value_and_ignores_it():
         cconv.conv_transpose2d(x, w, padding=1, padding_mode="reflect", padding_value=1.0)
     with pytest.raises(TypeError, match="padding_value"):
         cconv.conv_transpose2d(x, w, padding=1, padding_mode="constant", padding_value="1")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((1, 2), (2, 1)),
+                                              ((2, 3), (1, 2))])
+def test_depthwise_band_fill_builds_each_mode(mode, stride, dilation):
+    """The depthwise kernels build the padding in their band buffers (no padded copy): tall
+    planes cut into bands on several threads, column phases of a stride, wide paddings."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((1, 2, 70, 37))
+    w = rng.standard_normal((4, 1, 5, 4))
+    pads = ((5, 2), (4, 3))
+    case = dict(pads=pads, mode=mode, value=-0.75 if mode == "constant" else 0.0,
+                stride=stride, dilation=dilation, groups=2)
+    kw = dict(stride=stride, padding=pads, dilation=dilation, groups=2, padding_mode=mode,
+              padding_value=case["value"], algo="depthwise")
+    y_ref = _ref_forward(case, x, w)
+    gy = rng.standard_normal(y_ref.shape)
+    dw_ref = ref_backward_weight(gy, np_pad(x, pads, mode, case["value"]), w.shape,
+                                 stride=stride, dilation=dilation, groups=2)
+    results = []
+    for threads in (1, 3):
+        y = cconv.conv2d(x, w, num_threads=threads, **kw)
+        assert_close(y, y_ref, np.float64, what=f"forward, {threads} threads")
+        dw = cconv.conv2d_backward_weight(gy, x, w.shape, num_threads=threads, **kw)
+        assert_close(dw, dw_ref, np.float64, what=f"backward_weight, {threads} threads")
+        results.append((y, dw))
+    # every output is summed the same way whatever the band split
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
+@pytest.mark.parametrize("algo", ["direct", "winograd"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_packing_builds_each_mode(algo, mode, layout):
+    """Direct and Winograd build the padding mode as they pack the input (forward and the
+    weight gradient): asymmetric padding, groups, both layouts, a NaN reflected by the mode."""
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, 4, 9, 11))
+    w = rng.standard_normal((6, 2, 3, 3))
+    pads = ((2, 1), (1, 2))
+    case = dict(pads=pads, mode=mode, value=2.5 if mode == "constant" else 0.0,
+                stride=(1, 1), dilation=(1, 1), groups=2)
+    kw = dict(padding=pads, groups=2, padding_mode=mode, padding_value=case["value"],
+              layout=layout, algo=algo)
+    y = cconv.conv2d(to_layout(x, layout), w, **kw)
+    assert_close(from_layout(y, layout), _ref_forward(case, x, w), np.float64)
+    gy = rng.standard_normal(y.shape)
+    dw = cconv.conv2d_backward_weight(gy, to_layout(x, layout), w.shape, **kw)
+    dw_ref = ref_backward_weight(from_layout(gy, layout), np_pad(x, pads, mode, case["value"]),
+                                 w.shape, stride=(1, 1), dilation=(1, 1), groups=2)
+    assert_close(dw, dw_ref, np.float64)
+    # a NaN next to the edge: the mode copies it into the padding, and every output whose
+    # window holds it or a copy of it is NaN (Winograd falls back to the direct kernels)
+    x[1, 3, 1, 0] = np.nan
+    y = from_layout(cconv.conv2d(to_layout(x, layout), w, **kw), layout)
+    expected = _ref_forward(case, x, w)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    assert_close(y[finite], expected[finite], np.float64)

@@ -23,6 +23,8 @@ grp             a group index
 """
 
 from cython.parallel cimport prange
+from libc.math cimport INFINITY
+from libc.stdint cimport int64_t
 from libc.string cimport memset
 
 from cconv._kernels.transpose cimport cconv_transpose2_double, cconv_transpose4_float
@@ -120,11 +122,32 @@ cdef unsigned int _pack_row_by_channel(const char *row, const Py_ssize_t *coff,
     return bad
 
 
+cdef unsigned int _fill_padding(const char *row, const Py_ssize_t *coff, Py_ssize_t valid,
+                               Py_ssize_t sw, real *d, Py_ssize_t block, Py_ssize_t begin,
+                               Py_ssize_t end, const int64_t *col_src, real value,
+                               unsigned int value_bad) noexcept nogil:
+    # d[wp][c] = row[coff[c] + col_src[wp] * sw] (``value`` where col_src[wp] is -1) for
+    # the padding columns begin <= wp < end and c < valid: a padding mode's columns.
+    cdef Py_ssize_t wp, c
+    cdef unsigned int bad = 0
+    for wp in range(begin, end):
+        if col_src[wp] < 0:
+            for c in range(valid):
+                d[wp * block + c] = value
+            bad = bad | value_bad
+        else:
+            for c in range(valid):
+                d[wp * block + c] = (<const real *>(row + coff[c] + col_src[wp] * sw))[0]
+    return bad
+
+
 cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh, Py_ssize_t sw,
                       Py_ssize_t H, Py_ssize_t W, real *dst, Py_ssize_t n, Py_ssize_t first_channel,
                       Py_ssize_t first_slot, Py_ssize_t slots, Py_ssize_t mult, Py_ssize_t block,
                       Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
-                      Py_ssize_t width) noexcept nogil:
+                      Py_ssize_t width, const int64_t *row_src, Py_ssize_t map_rows,
+                      const int64_t *col_src, Py_ssize_t map_cols, real value,
+                      unsigned int value_bad) noexcept nogil:
     # Byte offset of each slot's source channel.  Slots past the group's end are zeros;
     # they always form the tail of a block, so a count marks them (an offset can be
     # negative with negative strides, so it cannot serve as a marker).
@@ -142,14 +165,26 @@ cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssiz
         coff[c] = n * sn + (first_channel + (first_slot + c) // mult) * sc
     for hp in range(height):
         h = hp - pad_top
+        if row_src != NULL:  # a padding mode: rows (and below, columns) from the maps
+            h = row_src[hp] if hp < map_rows else -2
         d = dst + hp * width * block
         if h < 0 or h >= H:
             for wp in range(width * block):
                 d[wp] = 0
+            if h == -1:  # a constant's row
+                for wp in range(map_cols):
+                    for c in range(valid):
+                        d[wp * block + c] = value
+                bad = bad | value_bad
             continue
         row = x + h * sh
         if pixels_inner:
             bad = bad | _pack_row_by_channel(row, coff, valid, sw, W, d, block, pad_left, width)
+            if col_src != NULL:
+                bad = bad | _fill_padding(row, coff, valid, sw, d, block, 0, pad_left, col_src,
+                                          value, value_bad)
+                bad = bad | _fill_padding(row, coff, valid, sw, d, block, pad_left + W,
+                                          map_cols, col_src, value, value_bad)
             continue
         for wp in range(width):
             w = wp - pad_left
@@ -163,14 +198,20 @@ cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssiz
                     bad = bad | _nonfinite(src)
                 for c in range(valid, block):
                     d[wp * block + c] = 0
+        if col_src != NULL:
+            bad = bad | _fill_padding(row, coff, valid, sw, d, block, 0, pad_left, col_src,
+                                      value, value_bad)
+            bad = bad | _fill_padding(row, coff, valid, sw, d, block, pad_left + W, map_cols,
+                                      col_src, value, value_bad)
     return bad
 
 
 def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
                Py_ssize_t channels_per_group, Py_ssize_t slots_per_group, Py_ssize_t mult,
                Py_ssize_t block, Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
-               Py_ssize_t width, int num_threads):
-    """Copy ``x`` into a zero-padded, channel-blocked buffer; return a non-finite count.
+               Py_ssize_t width, int num_threads, const int64_t[::1] row_src=None,
+               const int64_t[::1] col_src=None, double value=0.0):
+    """Copy ``x`` into a padded, channel-blocked buffer; return a non-finite count.
 
     ``packed[n][grp][b][hp][wp][c]`` receives ``x[n, grp*channels_per_group + s // mult,
     hp - pad_top, wp - pad_left]`` with slot ``s = b*block + c``, or 0 where the
@@ -185,6 +226,11 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
     pad_top, pad_left, height, width : int
         Position of the image inside the padded ``height x width`` plane.
     num_threads : int
+    row_src, col_src, value : optional
+        A padding mode instead of zeros (both maps or neither): padded row ``hp`` copies
+        input row ``row_src[hp]`` and padded column ``wp`` input column ``col_src[wp]``, -1
+        meaning ``value``; rows / columns past the maps are zero.  The image keeps its
+        place: ``col_src[pad_left + w] == w``.
 
     Returns
     -------
@@ -198,6 +244,28 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
     cdef Py_ssize_t plane = height * width * block
     cdef Py_ssize_t planes = N * groups * nblocks
     cdef Py_ssize_t i, n, grp, b, bad = 0
+    cdef const int64_t *rows = NULL
+    cdef const int64_t *cols = NULL
+    cdef Py_ssize_t map_rows = 0, map_cols = 0
+    cdef real fill = <real>value
+    cdef unsigned int value_bad = not (-INFINITY < value < INFINITY)
+    if (row_src is None) != (col_src is None):
+        raise ValueError("row_src and col_src go together")
+    if row_src is not None:
+        map_rows, map_cols = row_src.shape[0], col_src.shape[0]
+        if map_rows > height or map_cols > width or pad_left < 0 or pad_left + W > map_cols:
+            raise ValueError(f"padding maps ({map_rows} x {map_cols}) do not fit the "
+                             f"{height} x {width} plane around a {H} x {W} image")
+        for i in range(map_rows):
+            if not -1 <= row_src[i] < H:
+                raise ValueError(f"row_src[{i}] = {row_src[i]} is not a row of {H}")
+        for i in range(map_cols):
+            if not -1 <= col_src[i] < W:
+                raise ValueError(f"col_src[{i}] = {col_src[i]} is not a column of {W}")
+        if map_rows:
+            rows = &row_src[0]
+        if map_cols:
+            cols = &col_src[0]
     if block > MAX_BLOCK or block < 1:
         raise ValueError(f"block must be in 1..{MAX_BLOCK}, got {block}")
     if packed.shape[0] != planes * plane:
@@ -214,7 +282,8 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
             n = i // (nblocks * groups)
             bad += _pack_plane(base, sn, sc, sh, sw, H, W, dst + i * plane, n,
                                grp * channels_per_group, b * block, slots_per_group, mult, block,
-                               pad_top, pad_left, height, width)
+                               pad_top, pad_left, height, width, rows, map_rows, cols, map_cols,
+                               fill, value_bad)
     return bad
 
 

@@ -22,9 +22,11 @@ The registry order is the order of preference when a shape could use several and
 heuristic rule applies (see ``cconv._dispatch``); ``direct`` runs every shape and is the
 reference the others fall back to.  Nothing here imports the dispatcher.
 
-Algorithms see only zero padding: a geometry with another ``padding_mode`` is served by the
-algorithm of its ``kernel_geometry`` (the padded input's problem; ``cconv._boundary`` pads
-before and folds after), which the three functions below look up.
+A geometry with another ``padding_mode`` is the algorithm's own problem only for the passes
+in its ``padding_mode_ops`` (the depthwise kernels build every mode in their band buffers,
+for forward and the weight gradient).  Otherwise the algorithm sees only zero padding: it
+runs the geometry's ``kernel_geometry`` (the padded input's problem; ``cconv._boundary`` pads
+before and folds after).  ``why_not`` and ``usable`` do not depend on the mode.
 """
 
 from __future__ import annotations
@@ -60,6 +62,11 @@ def usable(geom: ConvGeometry, op: str) -> List[str]:
     return [name for name, cls in REGISTRY.items() if cls.why_not(geom, op) is None]
 
 
-def implementation(geom: ConvGeometry, algo: str) -> Algorithm:
-    """The cached instance of algorithm ``algo`` for ``geom`` (it holds the schedules)."""
-    return REGISTRY[algo].for_geometry(geom.kernel_geometry)
+def implementation(geom: ConvGeometry, algo: str, op: Optional[str] = None) -> Algorithm:
+    """The cached instance of algorithm ``algo`` for ``geom`` (it holds the schedules).
+
+    For pass ``op`` in the algorithm's ``padding_mode_ops`` the instance runs ``geom`` itself,
+    padding mode included; otherwise (and without ``op``) it runs ``geom.kernel_geometry``,
+    and the caller pads / folds (``cconv._execute``)."""
+    cls = REGISTRY[algo]
+    return cls.for_geometry(geom if op in cls.padding_mode_ops else geom.kernel_geometry)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional, Type
+from typing import TYPE_CHECKING, Any, FrozenSet, Optional, Type
 
 import numpy.typing as npt
 
@@ -61,6 +61,11 @@ class Algorithm:
     """
 
     name = "?"
+    #: The passes this algorithm runs on the geometry's own padding mode, building the
+    #: padding where it copies its input anyway; for the other passes (and every pass of the
+    #: other algorithms) a padding mode is padded beforehand and folded after
+    #: (``cconv._boundary``), and the algorithm sees ``ConvGeometry.kernel_geometry``.
+    padding_mode_ops: FrozenSet[str] = frozenset()
 
     def __init__(self, geom: ConvGeometry) -> None:
         """Bind the algorithm to ``geom``; ValueError with the reason if it cannot run it."""

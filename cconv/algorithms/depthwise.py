@@ -7,7 +7,7 @@ activations in place instead, in the layout they come in:
 
 * NCHW (or any other memory order, after one contiguous copy): a job is a band of rows of
   one image plane (the whole plane unless it is large or the planes are too few for the
-  threads: one large image filtered by one filter), copied with its zero padding into a
+  threads: one large image filtered by one filter), copied with its padding into a
   per-thread buffer (split into column phases for a stride), then computed in blocks of
   four vector accumulators held in registers across the taps: vectorised over output
   pixels, the weights broadcast, which is what one- and few-channel images need.
@@ -15,6 +15,12 @@ activations in place instead, in the layout they come in:
   filter; backward-weight takes dot products of gradient rows with buffer rows.
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
   registers across a pixel's taps; no padding is materialised.
+
+Padding modes (reflect, symmetric, replicate, circular, constant): forward and the weight
+gradient on NCHW build them in the band buffer from per-axis index maps, so the input is
+never copied whole (``padding_mode_ops``); the NHWC kernels, which materialise no padding,
+and the data gradient run the zero-padding problem of the input padded beforehand (and
+folded after, ``cconv._boundary``).
 
 Every output element is summed by one thread in a fixed order, and the weight gradient is
 split over the batch by shape only, so results do not depend on the thread count.
@@ -31,11 +37,13 @@ Kernels: ``cconv/_kernels/_depthwise.pyx.tp``.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
+from .. import _boundary
 from .._simd import depthwise as kernels
 from .base import Algorithm, memory_layout
 from .direct import NO_BIAS, DirectConvolution
@@ -173,6 +181,7 @@ class DepthwiseConvolution(Algorithm):
     stride, dilation and padding, NCHW or NHWC."""
 
     name = "depthwise"
+    padding_mode_ops = frozenset({"forward", "backward_weight"})
 
     @classmethod
     def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
@@ -190,6 +199,11 @@ class DepthwiseConvolution(Algorithm):
         self._args = (g.stride[0], g.stride[1], g.dilation[0], g.dilation[1], g.pads[0][0],
                       g.pads[1][0])
         self._nchw = _NchwLayout(g, kernels.VECTOR_LENGTH[g.dtype.name])
+        (pt, pb), (pl, pr) = g.pads
+        # the padding the NCHW band fills build: padded index -> input index (-1: the value)
+        self._padding = (_boundary.padded_source(g.H, pt, pb, g.padding_mode),
+                         _boundary.padded_source(g.W, pl, pr, g.padding_mode), pl,
+                         g.padding_value)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -207,6 +221,19 @@ class DepthwiseConvolution(Algorithm):
     def _tap_lists(self, nthreads: int) -> Taps:
         """Per-thread lists of (tap, pixel) pairs for the NHWC kernels."""
         return np.empty((nthreads, 2 * self.geom.R * self.geom.S), np.int64)
+
+    def _unpadded(self, x: Array, nthreads: int) -> Tuple[ConvGeometry, Array]:
+        """The zero-padding problem and its input, for the paths that build no padding
+        buffer (NHWC kernels, the direct fallbacks): this geometry and ``x``, or for a
+        padding mode its ``kernel_geometry`` and ``x`` padded (in ``x``'s memory order)."""
+        g = self.geom
+        if g.padding_mode == "zeros":
+            return g, x
+        layout = "NHWC" if memory_layout(x) == "NHWC" else "NCHW"
+        boundary = _boundary.for_geometry(dataclasses.replace(g, layout=layout))
+        assert boundary is not None
+        padded = boundary.pad(x if layout == "NCHW" else x.transpose(0, 2, 3, 1), nthreads)
+        return g.kernel_geometry, padded if layout == "NCHW" else padded.transpose(0, 3, 1, 2)
 
     def _scratch(self, size: int, nthreads: int) -> Array:
         return np.empty((nthreads, max(1, size)), self.geom.dtype)
@@ -236,6 +263,11 @@ class DepthwiseConvolution(Algorithm):
         g, lay = self.geom, self._nchw
         b = NO_BIAS[g.dtype] if bias is None else bias
         if self._nhwc(x, y):
+            inner, x = self._unpadded(x, nthreads)
+            if inner is not g:
+                DepthwiseConvolution.for_geometry(inner).forward(x, w, bias, y, alpha, beta,
+                                                                 nthreads)
+                return
             if not np.isfinite(w).all():  # no padding materialised: 0 * Inf must give NaN
                 DirectConvolution.for_geometry(g).forward(x, w, bias, y, alpha, beta, nthreads)
                 return
@@ -245,14 +277,16 @@ class DepthwiseConvolution(Algorithm):
             return
         band, rows, taps, scratch = lay.forward_band(nthreads)
         self._run_nchw(kernels.forward_nchw, x, w.reshape(g.K, -1), y, b, alpha, beta, taps,
-                       (g.groups, g.stride[0], g.stride[1], g.pads[0][0], g.pads[1][0], rows,
-                        lay.Wq, lay.NR, lay.NV, band), self._scratch(scratch, nthreads),
-                       nthreads)
+                       (g.groups, g.stride[0], g.stride[1], *self._padding, rows, lay.Wq,
+                        lay.NR, lay.NV, band), self._scratch(scratch, nthreads), nthreads)
 
     def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
                       nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
         g, lay = self.geom, self._nchw
+        if g.padding_mode != "zeros":
+            raise ValueError("the depthwise data gradient runs zero padding only (padding "
+                             "modes are folded by the caller)")
         b = NO_BIAS[g.dtype] if bias is None else bias
         if self._nhwc(dy, dx):
             kernels.backward_data_nhwc(dy.transpose(0, 2, 3, 1), self._tap_major_weight(w),
@@ -277,9 +311,14 @@ class DepthwiseConvolution(Algorithm):
 
     def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, 1, R, S) array."""
+        g = self.geom
+        if self._nhwc(dy, x) and g.padding_mode != "zeros":
+            inner, x = self._unpadded(x, nthreads)
+            return DepthwiseConvolution.for_geometry(inner).backward_weight(dy, x, nthreads)
         grad = self._backward_weight(dy, x, nthreads)
         if not np.isfinite(grad).all():
-            return DirectConvolution.for_geometry(self.geom).backward_weight(dy, x, nthreads)
+            inner, x = self._unpadded(x, nthreads)
+            return DirectConvolution.for_geometry(inner).backward_weight(dy, x, nthreads)
         return grad
 
     def _backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
@@ -295,7 +334,7 @@ class DepthwiseConvolution(Algorithm):
         grad = np.empty((g.K, g.Cg * RS), np.float64)
         kernels.backward_weight_nchw(np.ascontiguousarray(dy), np.ascontiguousarray(x), grad,
                                      lay.tap_off, g.groups, g.stride[0], g.stride[1],
-                                     g.pads[0][0], g.pads[1][0], lay.rows, lay.Wq, lay.Dq,
+                                     *self._padding, lay.rows, lay.Wq, lay.Dq,
                                      self._scratch(lay.weight_scratch, nthreads), nthreads)
         return grad.astype(g.dtype).reshape(g.K, g.Cg, g.R, g.S)
 
@@ -305,6 +344,10 @@ class DepthwiseConvolution(Algorithm):
         item = g.dtype.itemsize
         nhwc = g.layout == "NHWC" and g.Kg == 1 and g.Cg == 1
         taps = 2 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) list per thread
+        if nhwc and g.padding_mode != "zeros" and op != "backward_data":
+            k = g.kernel_geometry  # the NHWC kernels read the input padded beforehand
+            return (k.N * k.C * k.H * k.W * item
+                    + DepthwiseConvolution.for_geometry(k).workspace_bytes(op, nthreads))
         if op == "forward":
             return int(nthreads * (taps if nhwc else lay.forward_band(nthreads)[3] * item))
         if op == "backward_data":

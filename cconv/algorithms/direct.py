@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Literal, Optional, Tuple,
 import numpy as np
 import numpy.typing as npt
 
+from .._boundary import padding_maps
 from .._geometry import COMPUTE_DTYPES
 from .._kernels import _layout
 from .._simd import tiles
@@ -34,6 +35,7 @@ class DirectConvolution(Algorithm):
     """Blocked direct convolution of one geometry: forward, backward-data, backward-weight."""
 
     name = "direct"
+    padding_mode_ops = frozenset({"forward", "backward_weight"})  # built as x is packed
 
     @classmethod
     def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
@@ -111,21 +113,24 @@ class DirectConvolution(Algorithm):
 
     def _pack_activation(self, x: Array, block: int, slots_per_group: int, mult: int,
                          groups: int, pads: Pair, height: int, width: int,
-                         nthreads: int) -> Array:
+                         nthreads: int, maps: Tuple[Any, ...] = ()) -> Array:
+        """``x`` packed with zero padding, or with the padding mode of ``maps`` (row and
+        column maps and the constant, ``_boundary.padding_maps``)."""
         nblocks = -(-slots_per_group // block)
         packed = np.empty(x.shape[0] * groups * nblocks * height * width * block, self.geom.dtype)
         _layout.pack_input(x, packed, groups, x.shape[1] // groups, slots_per_group, mult, block,
-                           pads[0], pads[1], height, width, nthreads)
+                           pads[0], pads[1], height, width, nthreads, *maps)
         return packed
 
     def _pack_input(self, x: Array, nthreads: int) -> Array:
         g, fwd = self.geom, self.schedule("forward").info
         (pt, _), (pl, _) = g.pads
+        maps = padding_maps(g)  # forward and weight gradient build a padding mode here
         if g.depthwise:
             return self._pack_activation(x, fwd.CB, g.K, g.Kg, 1, (pt, pl), fwd.Hp, fwd.Wp,
-                                         nthreads)
+                                         nthreads, maps)
         return self._pack_activation(x, fwd.CB, g.Cg, 1, g.groups, (pt, pl), fwd.Hp, fwd.Wp,
-                                     nthreads)
+                                     nthreads, maps)
 
     def _pack_weight(self, w: Array, groups: int, Kg: int, Cg: int, swap: bool,
                      col_block: int, red_block: int, taps: Array,

@@ -31,12 +31,13 @@ Sizes and job layouts live in ``winograd_schedule``; accuracy and speed: see
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _workspace
+from .._boundary import padding_maps
 from .._geometry import COMPUTE_DTYPES
 from .._kernels import _layout
 from .._simd import winograd as kernels
@@ -55,13 +56,15 @@ Array = npt.NDArray[Any]
 _CTYPE = dict(zip(COMPUTE_DTYPES, ("float", "double")))
 
 
-def pack_input(problem: TileProblem, x: Array, nthreads: int, ws: _Scope) -> Optional[Array]:
-    """The zero-padded blocked input of ``problem``, or None if ``x`` holds a NaN or an
-    infinity (noted by the packing as it copies, without an extra pass)."""
+def pack_input(problem: TileProblem, x: Array, nthreads: int, ws: _Scope,
+               maps: Tuple[Any, ...] = ()) -> Optional[Array]:
+    """The padded blocked input of ``problem``, or None if ``x`` holds a NaN or an
+    infinity (noted by the packing as it copies, without an extra pass).  Zero padding, or
+    the padding mode of ``maps`` (``_boundary.padding_maps``)."""
     p = problem
     packed = ws.empty(p.packed_input_size(), p.dtype)
     bad = _layout.pack_input(x, packed, p.G, p.Cg, p.Cg, 1, p.block, p.pt, p.pl, p.Hp, p.Wp,
-                             nthreads)
+                             nthreads, *maps)
     return None if bad else packed
 
 
@@ -75,12 +78,14 @@ def transform_filter(problem: TileProblem, w: Array, nthreads: int, U: Array) ->
 
 
 def run_forward(problem: TileProblem, x: Array, w: Array, bias: Optional[Array], y: Array,
-                alpha: float, beta: float, nthreads: int, U: Optional[Array] = None) -> bool:
+                alpha: float, beta: float, nthreads: int, U: Optional[Array] = None,
+                maps: Tuple[Any, ...] = ()) -> bool:
     """Compute ``problem`` into ``y`` and return True, or return False (``y`` untouched)
-    when an operand holds a NaN or an infinity.  ``U``: the filter already transformed."""
+    when an operand holds a NaN or an infinity.  ``U``: the filter already transformed;
+    ``maps``: a padding mode (:func:`pack_input`)."""
     p = problem
     with _workspace.scope() as ws:
-        packed = pack_input(p, x, nthreads, ws)
+        packed = pack_input(p, x, nthreads, ws, maps)
         if U is None and packed is not None:
             U = transform_filter(p, w, nthreads, ws.empty(p.filter_size(), p.dtype))
         if packed is None or U is None:
@@ -123,6 +128,7 @@ class WinogradConvolution(Algorithm):
     """
 
     name = "winograd"
+    padding_mode_ops = frozenset({"forward", "backward_weight"})  # built as x is packed
 
     @classmethod
     def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
@@ -165,7 +171,8 @@ class WinogradConvolution(Algorithm):
 
         ``prepared``: the result of :meth:`prepare_weight` for ``w``, or None."""
         U = None if prepared is None else prepared.data
-        if not run_forward(self._fwd, x, w, bias, y, alpha, beta, nthreads, U=U):
+        if not run_forward(self._fwd, x, w, bias, y, alpha, beta, nthreads, U=U,
+                           maps=padding_maps(self.geom)):
             self._direct().forward(x, w, bias, y, alpha, beta, nthreads)
 
     def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
@@ -183,7 +190,7 @@ class WinogradConvolution(Algorithm):
         g, s = self.geom, self._wgt
         p, dt = s.problem, g.dtype
         with _workspace.scope() as ws:
-            packed_x = pack_input(p, x, nthreads, ws)
+            packed_x = pack_input(p, x, nthreads, ws, padding_maps(g))
             packed_dy = ws.empty(p.packed_grad_size(), dt)
             if packed_x is None or _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1,
                                                       p.KB, 0, 0, 2 * p.tH, 2 * p.tW, nthreads):
