@@ -1,7 +1,9 @@
-"""Cost of a padding mode against zero padding, per suite layer and pass (issue: within 5%).
+"""Cost of a padding mode against zero padding, per suite layer and pass (target: within 5%).
 
-A mode other than zeros pads the input once (a parallel copy) and runs the algorithm of the
-padded problem; this measures what that costs.  Interleaved calls, medians; float32.
+The depthwise, direct and Winograd kernels build a mode's padding as they copy their input
+(forward, weight gradient); GEMM pads the input beforehand, and every data gradient folds
+the padded input's gradient back.  This measures what a mode costs.  Interleaved calls,
+medians; float32.
 
     python bench/padding_modes.py [--mode reflect] [--threads 2] [--repeats 9] [--layers a,b]
 """

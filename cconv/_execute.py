@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from . import _workspace
 from ._threads import threads_for_work
 
 if TYPE_CHECKING:
@@ -154,13 +155,16 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
                     g.N == 0)
 
     def folded(dx: Array, a: float, b: float) -> None:
-        padded = np.empty(g.input_shape(), g.dtype)
-        impl.backward_data(dyv, wv, nchw(padded, g.layout), 1.0, 0.0, nthreads)
         target = in_layout(dx, g.layout)
         scratch = target if target.flags.c_contiguous else np.empty(target.shape, g.dtype)
         if scratch is not target and b != 0:
             scratch[...] = target
-        boundary.fold(padded, scratch, a, b, nthreads)
+        # the padded input's gradient is a pooled buffer: a fresh one of this size would
+        # be zeroed page by page by the OS on every call
+        with _workspace.scope() as ws:
+            padded = ws.empty(g.N * g.C * g.H * g.W, g.dtype).reshape(g.input_shape())
+            impl.backward_data(dyv, wv, nchw(padded, g.layout), 1.0, 0.0, nthreads)
+            boundary.fold(padded, scratch, a, b, nthreads)
         if bias is not None:
             scratch += a * (bias if g.layout == "NHWC" else bias[:, None, None])
         if scratch is not target:
