@@ -18,6 +18,9 @@ import numpy.typing as npt
 
 import cconv as _cc
 
+from .. import _blas
+from .._threads import resolve_num_threads
+
 __all__ = ["PADDING_MODES", "Pads", "core_max_pad", "correlate_planes", "extend_indices",
            "pad_axis"]
 
@@ -165,3 +168,44 @@ def correlate_planes(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pads, 
             kw["padding_value"] = value
     return _conv2d(x, kernel[np.newaxis, np.newaxis], padding=padding, out=out,
                    num_threads=num_threads, **kw)
+
+
+# Below this many elements a conversion is not worth splitting over threads.
+PARALLEL_CAST_ELEMENTS = 1 << 20
+# Elements per block of a split conversion: source, destination and any intermediate stay
+# in the core's L2 cache.
+CAST_BLOCK_ELEMENTS = 1 << 16
+
+
+def assign(dst: npt.NDArray[Any], src: npt.NDArray[Any], num_threads: Optional[int],
+           through: Optional[npt.DTypeLike] = None) -> None:
+    """``dst[...] = src`` (``src`` converted to ``through`` first, when given), in blocks
+    along the first axis long enough to split, on up to ``num_threads`` threads.
+
+    NumPy's casts release the GIL, so the blocks convert in parallel; each block's
+    intermediate (``through``) is small.  Results are those of the whole-array assignment.
+    """
+    nthreads = resolve_num_threads(num_threads)
+    axis = next((i for i, n in enumerate(dst.shape) if n >= 2 * nthreads), None)
+    if nthreads == 1 or dst.size < PARALLEL_CAST_ELEMENTS or axis is None:
+        dst[...] = src if through is None else src.astype(through)
+        return
+    step = max(1, CAST_BLOCK_ELEMENTS * dst.shape[axis] // dst.size)
+    starts = range(0, dst.shape[axis], step)
+
+    def block(start: int) -> None:
+        index = (slice(None),) * axis + (slice(start, start + step),)
+        part = src[index]
+        dst[index] = part if through is None else part.astype(through)
+
+    _blas.map_pieces(starts, block, nthreads)
+
+
+def cast(src: npt.NDArray[Any], dtype: npt.DTypeLike,
+         num_threads: Optional[int]) -> npt.NDArray[Any]:
+    """``src.astype(dtype, copy=False)``, converted in parallel blocks (:func:`assign`)."""
+    if src.dtype == dtype:
+        return src
+    dst = np.empty(src.shape, dtype)
+    assign(dst, src, num_threads)
+    return dst

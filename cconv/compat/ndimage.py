@@ -50,7 +50,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from ._scipy_common import correlate_planes
+from ._scipy_common import assign, cast, correlate_planes
 
 __all__ = ["correlate", "convolve"]
 
@@ -269,20 +269,21 @@ def _compute_dtype(in_dtype: np.dtype[Any], out_dtype: np.dtype[Any]) -> np.dtyp
     return np.dtype(np.float64)
 
 
-def _store(dst: Array, values: Array) -> None:
-    """``dst[...] = values`` converted as SciPy's C code converts a double on x86-64."""
+def _store(dst: Array, values: Array, num_threads: Optional[int]) -> None:
+    """``dst[...] = values`` converted as SciPy's C code converts a double on x86-64 (in
+    parallel blocks)."""
     kind, size = dst.dtype.kind, dst.dtype.itemsize
     with np.errstate(invalid="ignore"):
         if kind == "f":
-            dst[...] = values
+            assign(dst, values, num_threads)
         elif kind == "b" or size <= 2:
             # Through a 32-bit integer, keeping the low bits; a bool gets the byte itself.
             target = dst.view(np.uint8) if kind == "b" else dst
-            target[...] = values.astype(np.int32)
+            assign(target, values, num_threads, through=np.int32)
         elif kind == "u" and size == 4:
-            dst[...] = values.astype(np.int64)  # through a 64-bit integer
+            assign(dst, values, num_threads, through=np.int64)  # through a 64-bit integer
         else:
-            dst[...] = values.astype(dst.dtype.newbyteorder("="))
+            assign(dst, values, num_threads, through=dst.dtype.newbyteorder("="))
 
 
 def _reshape_view(a: Array, shape: Tuple[int, ...]) -> Optional[Array]:
@@ -346,7 +347,7 @@ def _run(x: Array, w: Array, out: Array, spatial: List[int], origins: List[int],
 
     dtype = _compute_dtype(x.dtype, out.dtype)
     xt = np.transpose(x, order)
-    x4 = xt.reshape(plane_shape).astype(dtype, copy=False)
+    x4 = cast(xt.reshape(plane_shape), dtype, num_threads)
     kernel = np.transpose(w, order).reshape(lengths[0], lengths[1]).astype(dtype)
     out_t = np.transpose(out, order)
 
@@ -355,7 +356,7 @@ def _run(x: Array, w: Array, out: Array, spatial: List[int], origins: List[int],
         direct = _reshape_view(out_t, x4.shape)
     result = correlate_planes(x4, kernel, pads, mode, value, num_threads, out=direct)
     if direct is None:
-        _store(out_t, result.reshape(xt.shape))
+        _store(out_t, result.reshape(xt.shape), num_threads)
 
 
 def _complex(x: Array, w: Array, out: Array, mode: Any, cval: Any, origin: Any, axes: Any,

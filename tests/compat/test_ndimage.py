@@ -311,6 +311,24 @@ def test_thread_counts_give_the_same_result():
     assert_matches(one, ndi.correlate(x, w, axes=(1, 2)))
 
 
+@pytest.mark.parametrize("dtype, out", [(np.uint16, None), (np.int16, np.uint8),
+                                        (np.float32, np.int32), (np.uint8, np.bool_),
+                                        (np.int32, np.float32)])
+def test_large_images_convert_in_parallel_blocks_as_scipy_does(dtype, out):
+    """Images above the parallel-conversion threshold: the input's and the result's
+    conversions run in blocks on several threads; values (out-of-range wrap-arounds
+    included) are SciPy's."""
+    rng = np.random.default_rng(10)
+    x = (rng.standard_normal((2, 700, 900)) * 3000).astype(dtype)
+    w = rng.standard_normal((3, 4)) * 9
+    sums = ndi.correlate(x.astype(np.float64), w, axes=(1, 2), mode="nearest")
+    for threads in (1, 3):
+        got = cn.correlate(x, w, output=out, axes=(1, 2), mode="nearest",
+                           num_threads=threads)
+        assert_matches(got, ndi.correlate(x, w, output=out, axes=(1, 2), mode="nearest"),
+                       sums=sums)
+
+
 def test_empty_input_and_empty_weights():
     for x, w in ((np.ones((0, 3)), np.ones((2, 3))), (np.arange(5.0), np.ones((3, 0))),
                  (np.array(3.0), np.array(2.0))):
