@@ -29,11 +29,12 @@ Which input pixel a padded pixel copies, for position ``i`` relative to the inpu
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
+from . import _workspace
 from ._kernels import _gather
 
 if TYPE_CHECKING:
@@ -148,6 +149,28 @@ class Boundary:
                          self.rows.source, self.cols.source, self.cols.begin, self.value,
                          num_threads)
         return dst
+
+    def fold_gradient(self, padded_gradient: Callable[[Array], None], dx: Array, alpha: float,
+                      beta: float, bias: Optional[Array], num_threads: int) -> None:
+        """``dx = alpha * (fold(padded input's gradient) + bias) + beta * dx``.
+
+        ``padded_gradient(buffer)`` writes the padded input's gradient into ``buffer``, a
+        logical NCHW view of a pooled array in the geometry's layout (a fresh array of that
+        size would be zeroed page by page by the OS on every call); ``dx`` is a logical
+        NCHW view of the result, any strides; ``bias`` (C,) or None."""
+        g, k = self.geom, self.geom.kernel_geometry
+        target = dx if g.layout == "NCHW" else dx.transpose(0, 2, 3, 1)  # layout order
+        scratch = target if target.flags.c_contiguous else np.empty(target.shape, g.dtype)
+        if scratch is not target and beta != 0:
+            scratch[...] = target
+        with _workspace.scope() as ws:
+            padded = ws.empty(k.N * k.C * k.H * k.W, g.dtype).reshape(k.input_shape())
+            padded_gradient(padded if g.layout == "NCHW" else padded.transpose(0, 3, 1, 2))
+            self.fold(padded, scratch, alpha, beta, num_threads)
+        if bias is not None:
+            scratch += alpha * (bias if g.layout == "NHWC" else bias[:, None, None])
+        if scratch is not target:
+            target[...] = scratch
 
     def fold(self, grad_padded: Array, out: Array, alpha: float, beta: float,
              num_threads: int) -> None:

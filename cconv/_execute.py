@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from . import _workspace
 from ._threads import threads_for_work
 
 if TYPE_CHECKING:
@@ -155,20 +154,9 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
                     g.N == 0)
 
     def folded(dx: Array, a: float, b: float) -> None:
-        target = in_layout(dx, g.layout)
-        scratch = target if target.flags.c_contiguous else np.empty(target.shape, g.dtype)
-        if scratch is not target and b != 0:
-            scratch[...] = target
-        # the padded input's gradient is a pooled buffer: a fresh one of this size would
-        # be zeroed page by page by the OS on every call
-        with _workspace.scope() as ws:
-            padded = ws.empty(g.N * g.C * g.H * g.W, g.dtype).reshape(g.input_shape())
-            impl.backward_data(dyv, wv, nchw(padded, g.layout), 1.0, 0.0, nthreads)
-            boundary.fold(padded, scratch, a, b, nthreads)
-        if bias is not None:
-            scratch += a * (bias if g.layout == "NHWC" else bias[:, None, None])
-        if scratch is not target:
-            target[...] = scratch
+        boundary.fold_gradient(lambda padded: impl.backward_data(dyv, wv, padded, 1.0, 0.0,
+                                                                 nthreads),
+                               dx, a, b, bias, nthreads)
 
     outer = boundary.geom
     return emit(folded, outer.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,

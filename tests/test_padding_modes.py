@@ -384,33 +384,43 @@ def test_transpose_accepts_padding_value_and_ignores_it():
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("stride, dilation", [((1, 1), (1, 1)), ((1, 2), (2, 1)),
-                                              ((2, 3), (1, 2))])
-def test_depthwise_band_fill_builds_each_mode(mode, stride, dilation):
-    """The depthwise kernels build the padding in their band buffers (no padded copy): tall
-    planes cut into bands on several threads, column phases of a stride, wide paddings."""
+@pytest.mark.parametrize("stride, dilation, pads", [
+    ((1, 1), (1, 1), ((5, 2), (4, 3))), ((1, 2), (2, 1), ((5, 2), (4, 3))),
+    ((2, 3), (1, 2), ((5, 2), (4, 3))), ((1, 1), (1, 1), ((40, 3), (0, 33)))])
+def test_depthwise_kernels_build_and_fold_each_mode(mode, stride, dilation, pads):
+    """The depthwise kernels build the padding in their band buffers and fold the data
+    gradient as they store it (no padded copy): tall planes cut into bands on several
+    threads, column phases of a stride, paddings wider than a band (where the mode allows)."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal((1, 2, 70, 37))
     w = rng.standard_normal((4, 1, 5, 4))
-    pads = ((5, 2), (4, 3))
     case = dict(pads=pads, mode=mode, value=-0.75 if mode == "constant" else 0.0,
                 stride=stride, dilation=dilation, groups=2)
     kw = dict(stride=stride, padding=pads, dilation=dilation, groups=2, padding_mode=mode,
               padding_value=case["value"], algo="depthwise")
     y_ref = _ref_forward(case, x, w)
     gy = rng.standard_normal(y_ref.shape)
-    dw_ref = ref_backward_weight(gy, np_pad(x, pads, mode, case["value"]), w.shape,
-                                 stride=stride, dilation=dilation, groups=2)
+    common = dict(stride=stride, dilation=dilation, groups=2)
+    dw_ref = ref_backward_weight(gy, np_pad(x, pads, mode, case["value"]), w.shape, **common)
+    padded_shape = (1, 2, 70 + sum(pads[0]), 37 + sum(pads[1]))
+    dx_ref = fold_reference(ref_backward_data(gy, w, padded_shape, **common), (70, 37), pads,
+                            mode)
     results = []
     for threads in (1, 3):
         y = cconv.conv2d(x, w, num_threads=threads, **kw)
         assert_close(y, y_ref, np.float64, what=f"forward, {threads} threads")
         dw = cconv.conv2d_backward_weight(gy, x, w.shape, num_threads=threads, **kw)
         assert_close(dw, dw_ref, np.float64, what=f"backward_weight, {threads} threads")
-        results.append((y, dw))
+        dx = cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw)
+        assert_close(dx, dx_ref, np.float64, what=f"backward_data, {threads} threads")
+        out = np.ones_like(x)
+        cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, out=out, alpha=2.0,
+                                   beta=-0.5, **kw)
+        assert_close(out, 2.0 * dx_ref - 0.5, np.float64, what="backward_data alpha / beta")
+        results.append((y, dw, dx))
     # every output is summed the same way whatever the band split
-    np.testing.assert_array_equal(results[0][0], results[1][0])
-    np.testing.assert_array_equal(results[0][1], results[1][1])
+    for one, three in zip(*results):
+        np.testing.assert_array_equal(one, three)
 
 
 @pytest.mark.parametrize("algo", ["direct", "winograd"])
@@ -442,3 +452,25 @@ def test_packing_builds_each_mode(algo, mode, layout):
     np.testing.assert_array_equal(np.isnan(y), np.isnan(expected))
     finite = ~np.isnan(expected)
     assert_close(y[finite], expected[finite], np.float64)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_depthwise_data_gradient_of_a_mode_with_an_infinite_weight(layout):
+    """A non-finite weight: the data gradient is the scatter over existing outputs (no
+    0 * Inf from the padding), folded by the mode, on either memory layout."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 3, 9, 8))
+    w = rng.standard_normal((3, 1, 3, 3))
+    w[1, 0, 0, 2] = np.inf
+    pads = ((1, 2), (2, 1))
+    kw = dict(padding=pads, groups=3, padding_mode="reflect", layout=layout, algo="depthwise")
+    gy = rng.standard_normal((2, 3, 10, 9))
+    dx = from_layout(cconv.conv2d_backward_data(to_layout(gy, layout), w,
+                                                to_layout(x, layout).shape, **kw), layout)
+    with np.errstate(invalid="ignore"):
+        expected = fold_reference(ref_backward_data(gy, w, (2, 3, 12, 11), groups=3), (9, 8),
+                                  pads, "reflect")
+    np.testing.assert_array_equal(np.isnan(dx), np.isnan(expected))
+    np.testing.assert_array_equal(np.isinf(dx), np.isinf(expected))
+    finite = np.isfinite(expected)
+    assert_close(dx[finite], expected[finite], np.float64)

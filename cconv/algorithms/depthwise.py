@@ -16,11 +16,13 @@ activations in place instead, in the layout they come in:
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
   registers across a pixel's taps; no padding is materialised.
 
-Padding modes (reflect, symmetric, replicate, circular, constant): forward and the weight
-gradient on NCHW build them in the band buffer from per-axis index maps, so the input is
-never copied whole (``padding_mode_ops``); the NHWC kernels, which materialise no padding,
-and the data gradient run the zero-padding problem of the input padded beforehand (and
-folded after, ``cconv._boundary``).
+Padding modes (reflect, symmetric, replicate, circular, constant) on NCHW, every pass
+(``padding_mode_ops``): forward and the weight gradient build them in the band buffer from
+per-axis index maps, so the input is never copied whole; the data gradient computes bands of
+the padded input's gradient and folds them as it stores them (the padding's columns onto
+the columns they copy, then, once every band is stored, the padding's rows onto their rows).
+The NHWC kernels, which materialise no padding, run the zero-padding problem of the input
+padded beforehand (data gradient: folded after, ``cconv._boundary``).
 
 Every output element is summed by one thread in a fixed order, and the weight gradient is
 split over the batch by shape only, so results do not depend on the thread count.
@@ -45,7 +47,7 @@ import numpy.typing as npt
 
 from .. import _boundary
 from .._simd import depthwise as kernels
-from .base import Algorithm, memory_layout
+from .base import OPS, Algorithm, memory_layout
 from .direct import NO_BIAS, DirectConvolution
 
 if TYPE_CHECKING:
@@ -109,11 +111,14 @@ class _NchwLayout:
         self.tap_off = self._input_taps(self.rows)
         self.Dq = _round_up(g.OW, vl)
         self.weight_scratch = sw * self.rows * self.Wq + g.OH * self.Dq
-        # backward-data: the spread-out gradient planes, correlated with the flipped filter
-        self.NR_bd, self.NV_bd = _block_shape(g.W, vl)
+        # backward-data: the spread-out gradient planes, correlated with the flipped filter;
+        # for a padding mode, over the padded width (the kernel folds the padding's columns)
+        self.folds = g.padding_mode != "zeros"
+        self.out_w = g.W + pl + pr if self.folds else g.W
+        self.NR_bd, self.NV_bd = _block_shape(self.out_w, vl)
         self.base_h = pt - (g.R - 1) * dh
-        self.base_w = pl - (g.S - 1) * dw
-        self.Wb = _round_up(g.W, self.NV_bd * vl) + (g.S - 1) * dw
+        self.base_w = (0 if self.folds else pl) - (g.S - 1) * dw
+        self.Wb = _round_up(self.out_w, self.NV_bd * vl) + (g.S - 1) * dw
 
     def _input_rows(self, band: int) -> int:
         """Rows of the padded input a band of ``band`` output rows reads (whole blocks)."""
@@ -162,7 +167,8 @@ class _NchwLayout:
         r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
         m = np.arange(g.Kg)[:, None]
         taps = (m * plane + ((r * dh) * self.Wb + s * dw).ravel()[None, :]).ravel()
-        return band, rows, taps.astype(np.int64), g.Kg * plane
+        folding = band * self.out_w + g.W if self.folds else 0  # padded rows, one image row
+        return band, rows, taps.astype(np.int64), g.Kg * plane + folding
 
     @staticmethod
     def flipped(w: Array, geom: ConvGeometry) -> Array:
@@ -181,7 +187,7 @@ class DepthwiseConvolution(Algorithm):
     stride, dilation and padding, NCHW or NHWC."""
 
     name = "depthwise"
-    padding_mode_ops = frozenset({"forward", "backward_weight"})
+    padding_mode_ops = frozenset(OPS)
 
     @classmethod
     def why_not(cls, geom: ConvGeometry, op: str) -> Optional[str]:
@@ -240,15 +246,16 @@ class DepthwiseConvolution(Algorithm):
 
     def _run_nchw(self, run: Callable[..., None], src: Array, w: Array, dst: Array, bias: Array,
                   alpha: float, beta: float, tap_off: Taps, layout: Tuple[int, ...],
-                  scratch: Array, nthreads: int) -> None:
+                  scratch: Array, nthreads: int, extra: Tuple[Any, ...] = ()) -> None:
         """An NCHW kernel from a contiguous copy of ``src`` (when it is not one) into ``dst``,
-        or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy)."""
+        or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy);
+        ``extra``: the kernel's trailing arguments."""
         src = np.ascontiguousarray(src)
         if dst.flags.c_contiguous:
-            run(src, w, dst, bias, tap_off, *layout, alpha, beta, scratch, nthreads)
+            run(src, w, dst, bias, tap_off, *layout, alpha, beta, scratch, nthreads, *extra)
             return
         tmp = np.empty(dst.shape, self.geom.dtype)
-        run(src, w, tmp, bias, tap_off, *layout, 1.0, 0.0, scratch, nthreads)
+        run(src, w, tmp, bias, tap_off, *layout, 1.0, 0.0, scratch, nthreads, *extra)
         dst[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * dst
 
     # -- passes ----------------------------------------------------------------------------
@@ -284,26 +291,43 @@ class DepthwiseConvolution(Algorithm):
                       nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
         g, lay = self.geom, self._nchw
-        if g.padding_mode != "zeros":
-            raise ValueError("the depthwise data gradient runs zero padding only (padding "
-                             "modes are folded by the caller)")
+        finite = bool(np.isfinite(w).all())
+        if g.padding_mode != "zeros" and (self._nhwc(dy, dx) or not finite):
+            self._fold_padded_gradient(dy, w, dx, alpha, beta, nthreads, bias, finite)
+            return
         b = NO_BIAS[g.dtype] if bias is None else bias
         if self._nhwc(dy, dx):
             kernels.backward_data_nhwc(dy.transpose(0, 2, 3, 1), self._tap_major_weight(w),
                                        dx.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                        self._tap_lists(nthreads), nthreads)
             return
-        if not np.isfinite(w).all():
+        if not finite:
             # the spread-out gradient holds zeros where no output exists: 0 * Inf would
             # put NaN where the definition (a scatter over existing outputs) has none
             DirectConvolution.for_geometry(g).backward_data(dy, w, dx, alpha, beta, nthreads,
                                                             bias=bias)
             return
         band, rows, taps, scratch = lay.backward_data_band(nthreads)
+        folding = (*self._padding[:2], g.pads[0][0], g.pads[1][0]) if lay.folds else ()
         self._run_nchw(kernels.backward_data_nchw, dy, lay.flipped(w, g), dx, b, alpha, beta,
                        taps, (g.groups, g.stride[0], g.stride[1], lay.base_h, lay.base_w, rows,
                               lay.Wb, lay.NR_bd, lay.NV_bd, band),
-                       self._scratch(scratch, nthreads), nthreads)
+                       self._scratch(scratch, nthreads), nthreads, folding)
+
+    def _fold_padded_gradient(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
+                              nthreads: int, bias: Optional[Array], finite: bool) -> None:
+        """A padding mode's data gradient where the NCHW kernels cannot fold it (NHWC
+        memory, non-finite weights): the padded input's gradient (the depthwise kernels, or
+        the direct algorithm for a non-finite weight) folded by ``cconv._boundary``."""
+        g = self.geom
+        layout = "NHWC" if memory_layout(dx) == "NHWC" else "NCHW"
+        boundary = _boundary.for_geometry(dataclasses.replace(g, layout=layout))
+        assert boundary is not None
+        inner = (DepthwiseConvolution if finite else DirectConvolution).for_geometry(
+            g.kernel_geometry)
+        boundary.fold_gradient(
+            lambda padded: inner.backward_data(dy, w, padded, 1.0, 0.0, nthreads), dx, alpha,
+            beta, bias, nthreads)
 
     def _weight_splits(self) -> int:
         g = self.geom
