@@ -3,7 +3,8 @@
 Each module keeps one library's names, argument order, array layouts and edge-case
 semantics, and translates them into a single call to the public core API
 (``cconv.conv2d``, ``conv2d_backward_data``, ``conv2d_backward_weight``,
-``conv2d_backward_bias``, ``conv_transpose2d``, ``plan_conv2d``, ``find_algorithms``).
+``conv2d_backward_bias``, ``conv_transpose2d``, ``plan_conv2d``, ``find_algorithms``, and their
+1-D / 3-D counterparts ``conv1d`` / ``conv3d`` ... for the adapters that take those ranks).
 No adapter contains a convolution loop of its own: the array work done here is transposing /
 flipping / reshaping views, boundary extension beyond what the core's padding modes accept
 (SciPy's modes repeat periodically for any kernel size), (for MIOpen's bias calls) a
@@ -13,9 +14,10 @@ kernel taps in NumPy when float64 could round them (SciPy wraps such sums as int
 The adapters::
 
     from cconv.compat import arrayfire   # convolve2_nn, convolve2_gradient_nn   (d0, d1, C, N)
-    from cconv.compat import tensorflow  # conv2d, depthwise_conv2d_native, backprops (NHWC)
+    from cconv.compat import tensorflow  # conv1d/2d/3d, depthwise_conv2d_native, backprops
+                                         #   (NWC / NHWC / NDHWC)
     from cconv.compat import onednn      # Graph API convolution_forward / _backward_data /
-                                         #   _backward_weights
+                                         #   _backward_weights, 1-D to 3-D (NCX / NXC)
     from cconv.compat import miopen      # ConvolutionDescriptor, Find, execute with alpha/beta
     from cconv.compat import ndimage     # scipy.ndimage.correlate / convolve (modes, origin, axes)
     from cconv.compat import signal      # scipy.signal.convolve2d / correlate2d

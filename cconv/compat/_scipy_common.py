@@ -11,15 +11,15 @@ that axis.
 
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
 import cconv as _cc
-
-from .. import _blas
-from .._threads import resolve_num_threads
 
 __all__ = ["PADDING_MODES", "Pads", "core_max_pad", "correlate_planes", "extend_indices",
            "pad_axis"]
@@ -184,21 +184,49 @@ def assign(dst: npt.NDArray[Any], src: npt.NDArray[Any], num_threads: Optional[i
 
     NumPy's casts release the GIL, so the blocks convert in parallel; each block's
     intermediate (``through``) is small.  Results are those of the whole-array assignment.
+    An invalid ``num_threads`` converts on one thread (the core call reports it).
     """
-    nthreads = resolve_num_threads(num_threads)
-    axis = next((i for i, n in enumerate(dst.shape) if n >= 2 * nthreads), None)
-    if nthreads == 1 or dst.size < PARALLEL_CAST_ELEMENTS or axis is None:
+    nthreads = _cc.get_num_threads() if num_threads is None else num_threads
+    valid = isinstance(nthreads, int) and not isinstance(nthreads, bool) and nthreads > 1
+    axis = next((i for i, n in enumerate(dst.shape) if valid and n >= 2 * nthreads), None)
+    if not valid or dst.size < PARALLEL_CAST_ELEMENTS or axis is None:
         dst[...] = src if through is None else src.astype(through)
         return
     step = max(1, CAST_BLOCK_ELEMENTS * dst.shape[axis] // dst.size)
-    starts = range(0, dst.shape[axis], step)
+    starts = list(range(0, dst.shape[axis], step))
 
-    def block(start: int) -> None:
-        index = (slice(None),) * axis + (slice(start, start + step),)
-        part = src[index]
-        dst[index] = part if through is None else part.astype(through)
+    def lane(first: int) -> None:  # every nthreads-th block from ``first``
+        for start in starts[first::nthreads]:
+            index = (slice(None),) * axis + (slice(start, start + step),)
+            part = src[index]
+            dst[index] = part if through is None else part.astype(through)
 
-    _blas.map_pieces(starts, block, nthreads)
+    list(_pool(nthreads).map(lane, range(nthreads)))
+
+
+_executor: Optional[ThreadPoolExecutor] = None
+_executor_workers = 0
+_executor_lock = threading.Lock()
+
+
+def _pool(nthreads: int) -> ThreadPoolExecutor:
+    """A thread pool of at least ``nthreads`` workers, kept between calls."""
+    global _executor, _executor_workers
+    with _executor_lock:
+        if _executor is None or _executor_workers < nthreads:
+            _executor = ThreadPoolExecutor(nthreads, thread_name_prefix="cconv-cast")
+            _executor_workers = nthreads
+        return _executor
+
+
+def _forget_pool() -> None:
+    # A forked child has none of the parent's worker threads: it starts a pool of its own.
+    global _executor, _executor_workers, _executor_lock
+    _executor, _executor_workers, _executor_lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def cast(src: npt.NDArray[Any], dtype: npt.DTypeLike,

@@ -1,16 +1,24 @@
-"""MIOpen's convolution layer on cconv: descriptor, output-dim and workspace queries, Find, execute.
+"""MIOpen's convolution layer on cconv: 2-D and N-d descriptors, output dims, workspace, Find, run.
 
-Tensors are NCHW, filters are (K, C/groups, R, S) in ``"convolution"`` mode and
-(C_in, K/groups, R, S) in ``"transpose"`` mode (MIOpen checks ``x.C == w[0]`` there and produces
-``w[1] * group_count`` channels). Execution functions write their output array in place with
-MIOpen's scaling: ``out = alpha * result + beta * out`` (``beta == 0`` never reads ``out``) and
-also return it.
+Descriptors come from ``miopenInitConvolutionDescriptor`` (2-D: the
+:class:`ConvolutionDescriptor` constructor) or ``miopenInitConvolutionNdDescriptor``
+(:func:`init_convolution_nd_descriptor`, spatial_dim 1, 2 or 3). Tensors are channels first
+with the descriptor's spatial rank: NCW (1-D), NCHW (2-D) or NCDHW (3-D). Filters are
+``(K, C/groups, *kernel)`` in ``"convolution"`` mode and ``(C_in, K/groups, *kernel)`` in
+``"transpose"`` mode (MIOpen checks ``x.C == w[0]`` there and produces ``w[1] * group_count``
+channels). Every function takes tensors of rank ``2 + desc.spatial_dim`` and runs cconv's
+convolution of that rank (``conv1d`` / ``conv2d`` / ``conv3d`` and their gradients and
+transposes). MIOpen itself runs 1-D problems as 2-D ones of height 1; those work here with a
+2-D descriptor too. Execution functions write their output array in place with MIOpen's
+scaling: ``out = alpha * result + beta * out`` (``beta == 0`` never reads ``out``) and also
+return it.
 
 In transpose mode, as in MIOpen, "forward" is the transposed convolution (cconv's
-``conv_transpose2d``, output size ``(in - 1) * stride - 2 * pad + dilation * (k - 1) + 1 + adj``
-with ``adj`` the transpose output padding, which must be smaller than the stride), "backward
-data" is the ordinary forward convolution of ``dy`` with the same filter, and "backward weights"
-is the weight gradient of that convolution with ``x`` in the role of its output gradient.
+``conv_transpose{1,2,3}d``, output size ``(in - 1) * stride - 2 * pad + dilation * (k - 1) + 1
++ adj`` per axis with ``adj`` the transpose output padding, which must be smaller than the
+stride), "backward data" is the ordinary forward convolution of ``dy`` with the same filter,
+and "backward weights" is the weight gradient of that convolution with ``x`` in the role of
+its output gradient.
 
 Algorithms. MIOpen's names map onto cconv's: ``...AlgoDirect`` -> ``"direct"``,
 ``...AlgoWinograd`` -> ``"winograd"``, ``...AlgoGEMM`` -> ``"gemm"``. cconv has no FFT,
@@ -19,17 +27,21 @@ ImplicitGEMM or TransposeGEMM convolution: Find never lists them and asking for 
 equivalent) is reported by Find as ``"cconv:<name>"``; execute accepts those, plain cconv names,
 MIOpen's enum integers, and ``"auto"`` / ``None`` (cconv's heuristic). Find results are
 ``ConvAlgoPerf(algo, time_ms, memory)`` tuples, fastest first; ``memory`` is the workspace in bytes.
+1-D and 3-D problems run as 2-D convolutions (height 1, or one per depth tap); Find lists, and
+execute accepts, the algorithms that can run those (Winograd's 3x3 tiles never fit a 1-D kernel).
 
 Workspace queries return the largest workspace among the algorithms cconv can use for the
-problem (as MIOpen's ``GetWorkSpaceSize``), from ``cconv.plan_conv2d`` of the convolution that
-actually runs; cconv allocates its workspace itself, so this is informational.
+problem (as MIOpen's ``GetWorkSpaceSize``), from ``cconv.plan_conv1d`` / ``plan_conv2d`` /
+``plan_conv3d`` of the convolution that actually runs; cconv allocates its workspace itself,
+so this is informational.
 """
 
 from __future__ import annotations
 
 import collections
 import numbers
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union, cast
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple,
+                    Union, cast)
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +51,6 @@ import cconv as _cc
 from . import _int
 
 if TYPE_CHECKING:
-    from .._geometry import IntOrPair, Pair, Shape4
     from . import _ConvKeywords
 
 Array = npt.NDArray[Any]
@@ -47,10 +58,14 @@ Array = npt.NDArray[Any]
 ShapeLike = Union[Tuple[int, ...], List[int], Array]
 # A MIOpen algorithm: its name, its enum value, a cconv name, "auto" or None.
 AlgoArg = Union[str, int, None]
+# Pads / strides / dilations: one int for every spatial axis, or one per axis.
+IntOrInts = Union[int, Sequence[int]]
+Shape = Tuple[int, ...]
 
 __all__ = [
     "ConvolutionDescriptor",
     "ConvAlgoPerf",
+    "init_convolution_nd_descriptor",
     "convolution_forward_get_workspace_size",
     "convolution_backward_data_get_workspace_size",
     "convolution_backward_weights_get_workspace_size",
@@ -116,31 +131,72 @@ _MODES = {
 }
 
 
-def _spatial_list(value: object, what: str) -> Pair:
-    """2-D tuple or N-d list with 2 spatial entries (an int is used for both)."""
-    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
-        return (int(value), int(value))
-    items = [_int(v, what) for v in cast(Iterable[Any], value)]
-    if len(items) != 2:
+# Tensor and filter layout names per spatial rank (channels first, as MIOpen's NC* tensors).
+_LAYOUTS: Dict[int, Tuple[str, str]] = {
+    1: ("NCW", "OIW"),
+    2: ("NCHW", "OIHW"),
+    3: ("NCDHW", "OIDHW"),
+}
+
+
+def _spatial_dim(value: object) -> int:
+    """A checked spatial rank: 1, 2 or 3."""
+    rank = _int(value, "spatial_dim")
+    if rank not in _LAYOUTS:
         raise ValueError(
-            f"{what} has {len(items)} spatial dimensions ({list(items)}); "
-            "cconv supports 2-D convolution only"
+            f"spatial_dim must be 1, 2 or 3 (NCW, NCHW or NCDHW tensors), got {rank}"
         )
-    return cast("Pair", tuple(items))
+    return rank
 
 
-def _shape(a: object, what: str) -> Shape4:
+def _axes(rank: int) -> str:
+    """The spatial axis letters of a rank: "W", "HW" or "DHW"."""
+    return "DHW"[3 - rank:]
+
+
+def _spatial_list(value: object, what: str, rank: int) -> Shape:
+    """One int per spatial axis from an int (used for every axis) or a sequence of ``rank``."""
+    if not isinstance(value, bool) and isinstance(value, numbers.Integral):
+        return (int(value),) * rank
+    try:
+        entries = list(cast(Iterable[Any], value))
+    except TypeError:
+        raise TypeError(
+            f"{what} must be an int or a sequence of {rank} ints, got {value!r}"
+        ) from None
+    items = [_int(v, what) for v in entries]
+    if len(items) != rank:
+        raise ValueError(
+            f"{what} has {len(items)} spatial dimensions ({items}); the descriptor has "
+            f"spatial_dim {rank} (init_convolution_nd_descriptor sets 1, 2 or 3)"
+        )
+    return tuple(items)
+
+
+def _shape(a: object, what: str, rank: int) -> Shape:
+    """The shape of an array or shape sequence, which must have 2 + ``rank`` entries."""
     shape = tuple(int(s) for s in cast(Iterable[Any], a.shape if hasattr(a, "shape") else a))
-    if len(shape) != 4:
-        raise ValueError(f"{what} must be a 4-D NCHW shape (2 spatial dimensions), got {shape}")
+    if len(shape) != rank + 2:
+        raise ValueError(
+            f"{what} must be a {rank + 2}-D {_LAYOUTS[rank][0]} shape ({rank} spatial "
+            f"dimension{'s' if rank > 1 else ''}, the descriptor's spatial_dim), got {shape}"
+        )
     return shape
+
+
+def _core(pattern: str, rank: int) -> Callable[..., Any]:
+    """cconv's function of a spatial rank: ``_core("conv{}d_backward_data", 3)`` is
+    ``cconv.conv3d_backward_data``."""
+    return cast(Callable[..., Any], getattr(_cc, pattern.format(rank)))
 
 
 class ConvolutionDescriptor:
     """``miopenConvolutionDescriptor_t``: mode, pads, strides, dilations, groups, output padding.
 
-    Construction is ``miopenInitConvolutionDescriptor`` (2-D); the group count and the
-    transpose output padding are set afterwards, as in MIOpen.
+    Construction is ``miopenInitConvolutionDescriptor`` (2-D);
+    :func:`init_convolution_nd_descriptor` is ``miopenInitConvolutionNdDescriptor`` (1-D, 2-D
+    or 3-D). The group count and the transpose output padding are set afterwards, as in
+    MIOpen.
 
     Parameters
     ----------
@@ -148,32 +204,37 @@ class ConvolutionDescriptor:
         ``"convolution"`` (``miopenConvolution``, 0; default) or ``"transpose"``
         (``miopenTranspose``, 1); names are case-insensitive and may carry the ``miopen``
         prefix.
-    pad : int or (int, int), optional
-        Zero padding (pad_h, pad_w) on both sides of each spatial axis; non-negative. In
-        transpose mode it is the padding of the convolution being transposed (it shrinks
-        the output).
-    stride : int or (int, int), optional
-        (stride_h, stride_w); positive.
-    dilation : int or (int, int), optional
-        (dilation_h, dilation_w); 1 means no dilation.
+    pad : int or sequence of ints, optional
+        Zero padding on both sides of each spatial axis ((pad_h, pad_w) in 2-D; an int is
+        used for every axis); non-negative. In transpose mode it is the padding of the
+        convolution being transposed (it shrinks the output). Default 0.
+    stride : int or sequence of ints, optional
+        Per spatial axis ((stride_h, stride_w) in 2-D); positive. Default 1.
+    dilation : int or sequence of ints, optional
+        Per spatial axis ((dilation_h, dilation_w) in 2-D); 1 (default) means no dilation.
+    spatial_dim : int, optional, keyword-only
+        The spatial rank: 2 (default), or 1 or 3 as :func:`init_convolution_nd_descriptor`
+        sets it. Sequences given for ``pad``, ``stride`` and ``dilation`` must have this
+        many entries.
 
     Attributes
     ----------
     mode : str
         ``"convolution"`` or ``"transpose"``.
-    pad, stride, dilation : (int, int)
-        As given, per (h, w).
+    pad, stride, dilation : tuple of ints
+        One entry per spatial axis ((d,) h, w order; just w in 1-D).
     group_count : int
         Channel groups (1 until :meth:`set_group_count`).
-    transpose_output_padding : (int, int)
-        Extra rows / columns of the transposed convolution's output (``adj_h``, ``adj_w``;
-        (0, 0) until :meth:`set_transpose_output_padding`).
+    transpose_output_padding : tuple of ints
+        Extra outputs at the end of each spatial axis of the transposed convolution (all 0
+        until :meth:`set_transpose_output_padding` / :meth:`set_transpose_nd_output_padding`).
     spatial_dim : int
-        Always 2: cconv convolves 2-D images.
+        1, 2 or 3: tensors used with the descriptor are NCW, NCHW or NCDHW.
     """
 
-    def __init__(self, mode: Union[str, int] = "convolution", pad: IntOrPair = (0, 0),
-                 stride: IntOrPair = (1, 1), dilation: IntOrPair = (1, 1)) -> None:
+    def __init__(self, mode: Union[str, int] = "convolution", pad: IntOrInts = 0,
+                 stride: IntOrInts = 1, dilation: IntOrInts = 1, *,
+                 spatial_dim: int = 2) -> None:
         key = mode.lower() if isinstance(mode, str) else mode
         if isinstance(key, bool) or key not in _MODES:
             raise ValueError(
@@ -181,9 +242,10 @@ class ConvolutionDescriptor:
                 f"got {mode!r}"
             )
         self.mode = _MODES[key]
-        self.pad = _spatial_list(pad, "pad")
-        self.stride = _spatial_list(stride, "stride")
-        self.dilation = _spatial_list(dilation, "dilation")
+        self.spatial_dim = rank = _spatial_dim(spatial_dim)
+        self.pad = _spatial_list(pad, "pad", rank)
+        self.stride = _spatial_list(stride, "stride", rank)
+        self.dilation = _spatial_list(dilation, "dilation", rank)
         if min(self.pad) < 0:
             raise ValueError(f"pad must be non-negative, got {pad!r}")
         if min(self.stride) < 1:
@@ -191,16 +253,27 @@ class ConvolutionDescriptor:
         if min(self.dilation) < 1:
             raise ValueError(f"dilation must be positive, got {dilation!r}")
         self.group_count = 1
-        self.transpose_output_padding: Pair = (0, 0)
-
-    spatial_dim = 2
+        self.transpose_output_padding: Shape = (0,) * rank
 
     def __repr__(self) -> str:
         return (
             f"ConvolutionDescriptor(mode={self.mode!r}, pad={self.pad}, stride={self.stride}, "
             f"dilation={self.dilation}, group_count={self.group_count}, "
-            f"transpose_output_padding={self.transpose_output_padding})"
+            f"transpose_output_padding={self.transpose_output_padding}, "
+            f"spatial_dim={self.spatial_dim})"
         )
+
+    def get_nd_descriptor(self) -> Tuple[int, List[int], List[int], List[int], str]:
+        """``miopenGetConvolutionNdDescriptor``: the descriptor's geometry, per spatial axis.
+
+        Returns
+        -------
+        tuple
+            ``(spatial_dim, pad, stride, dilation, mode)``, the three middle entries lists of
+            ``spatial_dim`` ints and ``mode`` ``"convolution"`` or ``"transpose"``.
+        """
+        return (self.spatial_dim, list(self.pad), list(self.stride), list(self.dilation),
+                self.mode)
 
     def set_group_count(self, group_count: int) -> None:
         """``miopenSetConvolutionGroupCount``: split the channels into groups.
@@ -226,22 +299,42 @@ class ConvolutionDescriptor:
         return self.group_count
 
     def set_transpose_output_padding(self, adj_h: int, adj_w: int) -> None:
-        """``miopenSetTransposeConvOutputPadding``: extra output rows / columns (transpose mode).
+        """``miopenSetTransposeConvOutputPadding``: extra output rows / columns (2-D, transpose).
 
         Parameters
         ----------
         adj_h, adj_w : int
             Non-negative and, once tensors are checked against the descriptor, smaller than
             the stride along that axis; they pick one of the output sizes a strided
-            transposed convolution can have.
+            transposed convolution can have. ValueError on a descriptor whose
+            ``spatial_dim`` is not 2 (use :meth:`set_transpose_nd_output_padding`).
         """
-        adj = (_int(adj_h, "adj_h"), _int(adj_w, "adj_w"))
+        if self.spatial_dim != 2:
+            raise ValueError(
+                "set_transpose_output_padding takes (adj_h, adj_w) of a 2-D descriptor; this "
+                f"one has spatial_dim {self.spatial_dim}: use set_transpose_nd_output_padding"
+            )
+        self._set_adj((_int(adj_h, "adj_h"), _int(adj_w, "adj_w")))
+
+    def set_transpose_nd_output_padding(self, adj: Sequence[int]) -> None:
+        """``miopenSetTransposeConvNdOutputPadding``: extra outputs per spatial axis (transpose).
+
+        Parameters
+        ----------
+        adj : sequence of ints
+            One entry per spatial axis (``spatial_dim`` of them, in (d,) h, w order),
+            non-negative and, once tensors are checked against the descriptor, smaller than
+            the stride along that axis.
+        """
+        self._set_adj(_spatial_list(adj, "adj", self.spatial_dim))
+
+    def _set_adj(self, adj: Shape) -> None:
         if min(adj) < 0:
             raise ValueError(f"transpose output padding must be non-negative, got {adj}")
         self.transpose_output_padding = adj
 
     # -- geometry
-    def _check_channels(self, x_shape: Shape4, w_shape: Shape4) -> None:
+    def _check_channels(self, x_shape: Shape, w_shape: Shape) -> None:
         g = self.group_count
         if self.mode == "convolution":
             if x_shape[1] != w_shape[1] * g or w_shape[0] % g != 0:
@@ -257,75 +350,75 @@ class ConvolutionDescriptor:
                     f"x channels ({x_shape[1]}) == w[0] ({w_shape[0]}), "
                     f"divisible by group_count {g}"
                 )
-            for i in range(2):
-                if self.transpose_output_padding[i] >= self.stride[i]:
-                    raise ValueError(
-                        "Output shape doesn't match due to invalid output padding: "
-                        f"transpose output padding {self.transpose_output_padding} "
-                        f"must be smaller than the stride {self.stride}"
-                    )
+            if any(a >= s for a, s in zip(self.transpose_output_padding, self.stride)):
+                raise ValueError(
+                    "Output shape doesn't match due to invalid output padding: "
+                    f"transpose output padding {self.transpose_output_padding} "
+                    f"must be smaller than the stride {self.stride}"
+                )
 
-    def get_forward_output_dim(self, x_shape: ShapeLike, w_shape: ShapeLike) -> Shape4:
-        """``miopenGetConvolutionForwardOutputDim``: the shape of the forward result.
+    def _output_size(self, axis: int, n_in: int, k: int) -> int:
+        """The forward output size along spatial axis ``axis`` (below 1 when there is none)."""
+        eff = self.dilation[axis] * (k - 1) + 1
+        if self.mode == "transpose":
+            return (
+                self.stride[axis] * (n_in - 1)
+                + eff
+                - 2 * self.pad[axis]
+                + self.transpose_output_padding[axis]
+            )
+        if n_in + 2 * self.pad[axis] < eff:
+            return 0
+        return (n_in + 2 * self.pad[axis] - eff) // self.stride[axis] + 1
+
+    def get_forward_output_dim(self, x_shape: ShapeLike, w_shape: ShapeLike) -> Shape:
+        """``miopenGetConvolution[Nd]ForwardOutputDim``: the shape of the forward result.
 
         Parameters
         ----------
-        x_shape : sequence of 4 ints or array
-            The input, (N, C, H, W); an array stands for its shape.
-        w_shape : sequence of 4 ints or array
-            The filter: (K, C/group_count, R, S) in convolution mode, (C, K/group_count, R, S)
-            in transpose mode.
+        x_shape : sequence of 2 + spatial_dim ints or array
+            The input, ``(N, C, *spatial)``: NCW, NCHW or NCDHW; an array stands for its shape.
+        w_shape : sequence of 2 + spatial_dim ints or array
+            The filter: ``(K, C/group_count, *kernel)`` in convolution mode,
+            ``(C, K/group_count, *kernel)`` in transpose mode.
 
         Returns
         -------
-        tuple of 4 ints
-            (N, K, OH, OW). Convolution mode: ``OH = (H + 2*pad_h - dilation_h*(R - 1) - 1)
-            // stride_h + 1``; transpose mode: ``OH = stride_h*(H - 1) + dilation_h*(R - 1)
-            + 1 - 2*pad_h + adj_h`` (likewise for W). ValueError when the channels do not
-            match the filter, the output padding is not smaller than the stride, or a size
-            would be below 1.
+        tuple of 2 + spatial_dim ints
+            ``(N, K, *out)``. Per spatial axis, convolution mode: ``out = (in + 2*pad -
+            dilation*(k - 1) - 1) // stride + 1``; transpose mode: ``out = stride*(in - 1)
+            + dilation*(k - 1) + 1 - 2*pad + adj``. ValueError when a shape does not have
+            2 + spatial_dim entries, the channels do not match the filter, the output padding
+            is not smaller than the stride, or a size would be below 1.
         """
-        x_shape = _shape(x_shape, "x_shape")
-        w_shape = _shape(w_shape, "w_shape")
+        rank = self.spatial_dim
+        x_shape = _shape(x_shape, "x_shape", rank)
+        w_shape = _shape(w_shape, "w_shape", rank)
         self._check_channels(x_shape, w_shape)
         out = []
-        for i in range(2):
-            n_in, k = x_shape[2 + i], w_shape[2 + i]
-            eff = self.dilation[i] * (k - 1) + 1
-            if self.mode == "transpose":
-                size = (
-                    self.stride[i] * (n_in - 1)
-                    + eff
-                    - 2 * self.pad[i]
-                    + self.transpose_output_padding[i]
-                )
-            else:
-                size = (
-                    (n_in + 2 * self.pad[i] - eff) // self.stride[i] + 1
-                    if n_in + 2 * self.pad[i] >= eff
-                    else 0
-                )
+        for i in range(rank):
+            size = self._output_size(i, x_shape[2 + i], w_shape[2 + i])
             if size < 1:
                 raise ValueError(
-                    f"output size along {'HW'[i]} would be {size} for input {x_shape}, "
+                    f"output size along {_axes(rank)[i]} would be {size} for input {x_shape}, "
                     f"filter {w_shape}, {self!r}"
                 )
             out.append(size)
         c = w_shape[1] * self.group_count if self.mode == "transpose" else w_shape[0]
-        return (x_shape[0], c, out[0], out[1])
+        return (x_shape[0], c, *out)
 
     def _kwargs(self) -> _ConvKeywords:
+        layout, weight_layout = _LAYOUTS[self.spatial_dim]
         return dict(
             stride=self.stride,
             padding=self.pad,
             dilation=self.dilation,
             groups=self.group_count,
-            layout="NCHW",
-            weight_layout="OIHW",
+            layout=layout,
+            weight_layout=weight_layout,
         )
 
-    def _conv_problem(self, direction: str, x_shape: Shape4,
-                      w_shape: Shape4) -> Tuple[Shape4, str]:
+    def _conv_problem(self, direction: str, x_shape: Shape, w_shape: Shape) -> Tuple[Shape, str]:
         """The ordinary convolution (its input shape, cconv op) that runs for a MIOpen direction.
 
         ``x_shape`` is MIOpen's x (the forward input in either mode).
@@ -344,6 +437,35 @@ class ConvolutionDescriptor:
             "backward_weights": "backward_weight",
         }
         return y_shape, op[direction]
+
+
+def init_convolution_nd_descriptor(spatial_dim: int, pad: IntOrInts, stride: IntOrInts,
+                                   dilation: IntOrInts,
+                                   mode: Union[str, int] = "convolution") -> ConvolutionDescriptor:
+    """``miopenInitConvolutionNdDescriptor``: a descriptor of any spatial rank.
+
+    Parameters
+    ----------
+    spatial_dim : int
+        1, 2 or 3: the descriptor is used with NCW, NCHW or NCDHW tensors and filters of
+        the same rank. With 2 the result equals the 2-D constructor's.
+    pad : sequence of spatial_dim ints, or int
+        Zero padding on both sides of each spatial axis, in (d,) h, w order; non-negative.
+        An int is used for every axis.
+    stride : sequence of spatial_dim ints, or int
+        Per spatial axis; positive.
+    dilation : sequence of spatial_dim ints, or int
+        Per spatial axis; positive (1: no dilation).
+    mode : str or int, optional
+        ``"convolution"`` (default) or ``"transpose"``, as for :class:`ConvolutionDescriptor`.
+
+    Returns
+    -------
+    ConvolutionDescriptor
+        With ``spatial_dim`` set, group count 1 and no transpose output padding.
+        ValueError when a list's length is not ``spatial_dim`` or a value is out of range.
+    """
+    return ConvolutionDescriptor(mode, pad, stride, dilation, spatial_dim=_spatial_dim(spatial_dim))
 
 
 def _check_desc(desc: object) -> None:
@@ -368,15 +490,16 @@ def _dtype(*arrays: object, default: npt.DTypeLike = "float32") -> np.dtype[Any]
 # ------------------------------------------------------------------------------ workspace queries
 
 
-def _workspace(desc: ConvolutionDescriptor, conv_x_shape: Shape4, w_shape: Shape4,
+def _workspace(desc: ConvolutionDescriptor, conv_x_shape: Shape, w_shape: Shape,
                dtype: npt.DTypeLike, op: str) -> int:
     """The largest workspace any algorithm needs for cconv pass ``op`` of the convolution."""
     best: Optional[int]
     err: Optional[ValueError]
     best, err = None, None
+    plan_conv = _core("plan_conv{}d", desc.spatial_dim)
     for algo in tuple(_cc.ALGORITHMS) + ("auto",):
         try:
-            plan = _cc.plan_conv2d(conv_x_shape, w_shape, dtype=dtype, algo=algo, **desc._kwargs())
+            plan = plan_conv(conv_x_shape, w_shape, dtype=dtype, algo=algo, **desc._kwargs())
         except ValueError as e:  # algorithm not usable for this shape
             err = e
             continue
@@ -395,12 +518,12 @@ def convolution_forward_get_workspace_size(desc: ConvolutionDescriptor, w_shape:
     ----------
     desc : ConvolutionDescriptor
         The convolution (mode, pads, strides, dilations, groups).
-    w_shape : sequence of 4 ints or array
-        The filter, (K, C/group_count, R, S) (transpose mode: (C, K/group_count, R, S)); an
-        array stands for its shape (and its dtype).
-    x_shape : sequence of 4 ints or array
-        The input, (N, C, H, W).
-    y_shape : sequence of 4 ints or array
+    w_shape : sequence of 2 + spatial_dim ints or array
+        The filter, ``(K, C/group_count, *kernel)`` (transpose mode:
+        ``(C, K/group_count, *kernel)``); an array stands for its shape (and its dtype).
+    x_shape : sequence of 2 + spatial_dim ints or array
+        The input, ``(N, C, *spatial)``.
+    y_shape : sequence of 2 + spatial_dim ints or array
         The output; must equal :meth:`ConvolutionDescriptor.get_forward_output_dim` of
         ``x_shape`` and ``w_shape`` (ValueError otherwise).
     dtype : dtype-like, optional
@@ -410,17 +533,18 @@ def convolution_forward_get_workspace_size(desc: ConvolutionDescriptor, w_shape:
     Returns
     -------
     int
-        Bytes: the largest workspace :func:`cconv.plan_conv2d` reports, at the default
-        thread count, among the cconv algorithms that can run the convolution computed (in
-        transpose mode, the convolution whose data gradient is the transposed one).
+        Bytes: the largest workspace :func:`cconv.plan_conv2d` (``plan_conv1d`` /
+        ``plan_conv3d`` for spatial_dim 1 / 3) reports, at the default thread count, among
+        the cconv algorithms that can run the convolution computed (in transpose mode, the
+        convolution whose data gradient is the transposed one).
         Informational: cconv allocates its workspace itself. ValueError when no algorithm
         can run the problem.
     """
     _check_desc(desc)
     x_s, w_s, y_s = (
-        _shape(x_shape, "x_shape"),
-        _shape(w_shape, "w_shape"),
-        _shape(y_shape, "y_shape"),
+        _shape(x_shape, "x_shape", desc.spatial_dim),
+        _shape(w_shape, "w_shape", desc.spatial_dim),
+        _shape(y_shape, "y_shape", desc.spatial_dim),
     )
     _check_same("y", y_s, desc.get_forward_output_dim(x_s, w_s))
     conv_x, op = desc._conv_problem("forward", x_s, w_s)
@@ -436,13 +560,13 @@ def convolution_backward_data_get_workspace_size(desc: ConvolutionDescriptor, dy
     ----------
     desc : ConvolutionDescriptor
         The convolution.
-    dy_shape : sequence of 4 ints or array
-        The output gradient, (N, K, OH, OW); must be the forward output shape for
+    dy_shape : sequence of 2 + spatial_dim ints or array
+        The output gradient, ``(N, K, *out)``; must be the forward output shape for
         ``dx_shape`` and ``w_shape`` (ValueError otherwise).
-    w_shape : sequence of 4 ints or array
+    w_shape : sequence of 2 + spatial_dim ints or array
         The filter, laid out as for the forward pass of ``desc.mode``.
-    dx_shape : sequence of 4 ints or array
-        The input gradient, i.e. the forward input's shape (N, C, H, W).
+    dx_shape : sequence of 2 + spatial_dim ints or array
+        The input gradient, i.e. the forward input's shape ``(N, C, *spatial)``.
     dtype : dtype-like, optional
         float16, float32 or float64. Default: the dtype of ``dy_shape`` or else ``w_shape``
         when one is an array, else float32.
@@ -455,9 +579,9 @@ def convolution_backward_data_get_workspace_size(desc: ConvolutionDescriptor, dy
     """
     _check_desc(desc)
     dy_s, w_s, dx_s = (
-        _shape(dy_shape, "dy_shape"),
-        _shape(w_shape, "w_shape"),
-        _shape(dx_shape, "dx_shape"),
+        _shape(dy_shape, "dy_shape", desc.spatial_dim),
+        _shape(w_shape, "w_shape", desc.spatial_dim),
+        _shape(dx_shape, "dx_shape", desc.spatial_dim),
     )
     _check_same("dy", dy_s, desc.get_forward_output_dim(dx_s, w_s))
     conv_x, op = desc._conv_problem("backward_data", dx_s, w_s)
@@ -478,12 +602,12 @@ def convolution_backward_weights_get_workspace_size(
     ----------
     desc : ConvolutionDescriptor
         The convolution.
-    dy_shape : sequence of 4 ints or array
-        The output gradient, (N, K, OH, OW); must be the forward output shape for
+    dy_shape : sequence of 2 + spatial_dim ints or array
+        The output gradient, ``(N, K, *out)``; must be the forward output shape for
         ``x_shape`` and ``dw_shape`` (ValueError otherwise).
-    x_shape : sequence of 4 ints or array
-        The forward input, (N, C, H, W).
-    dw_shape : sequence of 4 ints or array
+    x_shape : sequence of 2 + spatial_dim ints or array
+        The forward input, ``(N, C, *spatial)``.
+    dw_shape : sequence of 2 + spatial_dim ints or array
         The filter gradient, i.e. the filter's shape for ``desc.mode``.
     dtype : dtype-like, optional
         float16, float32 or float64. Default: the dtype of ``dy_shape`` or else ``x_shape``
@@ -497,9 +621,9 @@ def convolution_backward_weights_get_workspace_size(
     """
     _check_desc(desc)
     dy_s, x_s, dw_s = (
-        _shape(dy_shape, "dy_shape"),
-        _shape(x_shape, "x_shape"),
-        _shape(dw_shape, "dw_shape"),
+        _shape(dy_shape, "dy_shape", desc.spatial_dim),
+        _shape(x_shape, "x_shape", desc.spatial_dim),
+        _shape(dw_shape, "dw_shape", desc.spatial_dim),
     )
     _check_same("dy", dy_s, desc.get_forward_output_dim(x_s, dw_s))
     conv_x, op = desc._conv_problem("backward_weights", x_s, dw_s)
@@ -509,7 +633,7 @@ def convolution_backward_weights_get_workspace_size(
 # ------------------------------------------------------------------------------ Find
 
 
-def _find(desc: ConvolutionDescriptor, direction: str, x_s: Shape4, w_s: Shape4,
+def _find(desc: ConvolutionDescriptor, direction: str, x_s: Shape, w_s: Shape,
           dtype: np.dtype[Any], request_algo_count: Optional[int],
           workspace_size: Optional[int]) -> List[ConvAlgoPerf]:
     conv_x, op = desc._conv_problem(direction, x_s, w_s)
@@ -549,12 +673,12 @@ def find_convolution_forward_algorithm(
     ----------
     desc : ConvolutionDescriptor
         The convolution.
-    x : array or sequence of 4 ints
-        The input, (N, C, H, W). Only its shape and dtype are used.
-    w : array or sequence of 4 ints
-        The filter, (K, C/group_count, R, S) (transpose mode: (C, K/group_count, R, S)).
-        Only its shape and dtype are used.
-    y : array or sequence of 4 ints
+    x : array or sequence of 2 + spatial_dim ints
+        The input, ``(N, C, *spatial)``. Only its shape and dtype are used.
+    w : array or sequence of 2 + spatial_dim ints
+        The filter, ``(K, C/group_count, *kernel)`` (transpose mode:
+        ``(C, K/group_count, *kernel)``). Only its shape and dtype are used.
+    y : array or sequence of 2 + spatial_dim ints
         The output; its shape must be :meth:`ConvolutionDescriptor.get_forward_output_dim`
         of ``x`` and ``w`` (ValueError otherwise). It is not written.
     request_algo_count : int, optional
@@ -572,8 +696,8 @@ def find_convolution_forward_algorithm(
         else float32.
     """
     _check_desc(desc)
-    x_s, w_s = _shape(x, "x"), _shape(w, "w")
-    _check_same("y", _shape(y, "y"), desc.get_forward_output_dim(x_s, w_s))
+    x_s, w_s = _shape(x, "x", desc.spatial_dim), _shape(w, "w", desc.spatial_dim)
+    _check_same("y", _shape(y, "y", desc.spatial_dim), desc.get_forward_output_dim(x_s, w_s))
     return _find(desc, "forward", x_s, w_s, _dtype(x, w), request_algo_count, workspace_size)
 
 
@@ -593,13 +717,13 @@ def find_convolution_backward_data_algorithm(
     ----------
     desc : ConvolutionDescriptor
         The convolution.
-    dy : array or sequence of 4 ints
-        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+    dy : array or sequence of 2 + spatial_dim ints
+        The output gradient, ``(N, K, *out)``; its shape must be the forward output shape for
         ``dx`` and ``w`` (ValueError otherwise). Only its shape and dtype are used.
-    w : array or sequence of 4 ints
+    w : array or sequence of 2 + spatial_dim ints
         The filter, laid out as for the forward pass of ``desc.mode``.
-    dx : array or sequence of 4 ints
-        The input gradient, of the forward input's shape (N, C, H, W). It is not written.
+    dx : array or sequence of 2 + spatial_dim ints
+        The input gradient, of the forward input's shape ``(N, C, *spatial)``. It is not written.
     request_algo_count, workspace_size, exhaustive_search
         As in :func:`find_convolution_forward_algorithm`.
 
@@ -610,8 +734,8 @@ def find_convolution_backward_data_algorithm(
         ``dy`` or else ``w`` when one is an array, else float32.
     """
     _check_desc(desc)
-    dx_s, w_s = _shape(dx, "dx"), _shape(w, "w")
-    _check_same("dy", _shape(dy, "dy"), desc.get_forward_output_dim(dx_s, w_s))
+    dx_s, w_s = _shape(dx, "dx", desc.spatial_dim), _shape(w, "w", desc.spatial_dim)
+    _check_same("dy", _shape(dy, "dy", desc.spatial_dim), desc.get_forward_output_dim(dx_s, w_s))
     return _find(
         desc, "backward_data", dx_s, w_s, _dtype(dy, w), request_algo_count, workspace_size
     )
@@ -633,12 +757,12 @@ def find_convolution_backward_weights_algorithm(
     ----------
     desc : ConvolutionDescriptor
         The convolution.
-    dy : array or sequence of 4 ints
-        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+    dy : array or sequence of 2 + spatial_dim ints
+        The output gradient, ``(N, K, *out)``; its shape must be the forward output shape for
         ``x`` and ``dw`` (ValueError otherwise). Only its shape and dtype are used.
-    x : array or sequence of 4 ints
-        The forward input, (N, C, H, W).
-    dw : array or sequence of 4 ints
+    x : array or sequence of 2 + spatial_dim ints
+        The forward input, ``(N, C, *spatial)``.
+    dw : array or sequence of 2 + spatial_dim ints
         The filter gradient, of the filter's shape for ``desc.mode``. It is not written.
     request_algo_count, workspace_size, exhaustive_search
         As in :func:`find_convolution_forward_algorithm`.
@@ -650,8 +774,8 @@ def find_convolution_backward_weights_algorithm(
         ``dy`` or else ``x`` when one is an array, else float32.
     """
     _check_desc(desc)
-    x_s, w_s = _shape(x, "x"), _shape(dw, "dw")
-    _check_same("dy", _shape(dy, "dy"), desc.get_forward_output_dim(x_s, w_s))
+    x_s, w_s = _shape(x, "x", desc.spatial_dim), _shape(dw, "dw", desc.spatial_dim)
+    _check_same("dy", _shape(dy, "dy", desc.spatial_dim), desc.get_forward_output_dim(x_s, w_s))
     return _find(
         desc, "backward_weights", x_s, w_s, _dtype(dy, x), request_algo_count, workspace_size
     )
@@ -716,18 +840,20 @@ def convolution_forward(alpha: float, x: npt.ArrayLike, w: npt.ArrayLike,
                         y: Array) -> Array:
     """``miopenConvolutionForward``: ``y = alpha * conv(x, w) + beta * y``, in place.
 
-    In transpose mode ``conv`` is the transposed convolution (cconv's
-    :func:`~cconv.conv_transpose2d` with the descriptor's output padding).
+    ``conv`` is cconv's :func:`~cconv.conv1d` / :func:`~cconv.conv2d` /
+    :func:`~cconv.conv3d` by ``desc.spatial_dim``; in transpose mode it is the transposed
+    convolution (:func:`~cconv.conv_transpose2d` and its 1-D / 3-D siblings, with the
+    descriptor's output padding).
 
     Parameters
     ----------
     alpha : float
         Scale of the convolution's result.
     x : array_like
-        The input, (N, C, H, W); float16, float32 or float64.
+        The input, ``(N, C, *spatial)``; float16, float32 or float64.
     w : array_like
-        The filter: (K, C/group_count, R, S) in convolution mode, (C, K/group_count, R, S)
-        in transpose mode.
+        The filter: ``(K, C/group_count, *kernel)`` in convolution mode,
+        ``(C, K/group_count, *kernel)`` in transpose mode.
     desc : ConvolutionDescriptor
         The convolution (mode, pads, strides, dilations, groups).
     algo : str, int or None
@@ -741,8 +867,8 @@ def convolution_forward(alpha: float, x: npt.ArrayLike, w: npt.ArrayLike,
         not propagate).
     y : ndarray
         The output, written in place: a writeable NumPy array of shape
-        :meth:`ConvolutionDescriptor.get_forward_output_dim` of ``x`` and ``w`` (N, K, OH,
-        OW), of dtype ``numpy.result_type(x, w)``.
+        :meth:`ConvolutionDescriptor.get_forward_output_dim` of ``x`` and ``w``
+        ``(N, K, *out)``, of dtype ``numpy.result_type(x, w)``.
 
     Returns
     -------
@@ -755,10 +881,10 @@ def convolution_forward(alpha: float, x: npt.ArrayLike, w: npt.ArrayLike,
     a = _algo(algo, "forward")
     kw = desc._kwargs()
     if desc.mode == "convolution":
-        return _run(_cc.conv2d, (x, w), y, alpha, beta, algo=a, **kw)
+        return _run(_core("conv{}d", desc.spatial_dim), (x, w), y, alpha, beta, algo=a, **kw)
     del kw["weight_layout"]
     return _run(
-        _cc.conv_transpose2d,
+        _core("conv_transpose{}d", desc.spatial_dim),
         (x, w),
         y,
         alpha,
@@ -775,15 +901,16 @@ def convolution_backward_data(alpha: float, dy: npt.ArrayLike, w: npt.ArrayLike,
     """``miopenConvolutionBackwardData``: ``dx = alpha * dL/dx + beta * dx``, in place.
 
     In convolution mode ``dL/dx`` is the data gradient of the convolution (cconv's
-    :func:`~cconv.conv2d_backward_data`); in transpose mode it is the ordinary convolution
-    of ``dy`` with ``w`` (:func:`~cconv.conv2d`), the gradient of a transposed convolution.
+    :func:`~cconv.conv2d_backward_data`, or its 1-D / 3-D sibling by ``desc.spatial_dim``);
+    in transpose mode it is the ordinary convolution of ``dy`` with ``w``
+    (:func:`~cconv.conv2d` and siblings), the gradient of a transposed convolution.
 
     Parameters
     ----------
     alpha : float
         Scale of the gradient.
     dy : array_like
-        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+        The output gradient, ``(N, K, *out)``; its shape must be the forward output shape for
         ``dx`` and ``w`` (ValueError otherwise).
     w : array_like
         The filter, laid out as for :func:`convolution_forward` in ``desc.mode``.
@@ -798,8 +925,8 @@ def convolution_backward_data(alpha: float, dy: npt.ArrayLike, w: npt.ArrayLike,
         Scale of ``dx``'s previous contents; 0 means they are never read.
     dx : ndarray
         The input gradient, written in place: a writeable NumPy array of the forward input's
-        shape (N, C, H, W), of dtype ``numpy.result_type(dy, w)``. Its shape also fixes the
-        input size that strided convolutions leave ambiguous.
+        shape ``(N, C, *spatial)``, of dtype ``numpy.result_type(dy, w)``. Its shape also fixes
+        the input size that strided convolutions leave ambiguous.
 
     Returns
     -------
@@ -813,11 +940,12 @@ def convolution_backward_data(alpha: float, dy: npt.ArrayLike, w: npt.ArrayLike,
     _check_same("dy", dy.shape, desc.get_forward_output_dim(dx.shape, w.shape))
     _check_out(dx, "dx", dx.shape)
     a = _algo(algo, "backward_data")
+    rank, kw = desc.spatial_dim, desc._kwargs()
     if desc.mode == "convolution":
         return _run(
-            _cc.conv2d_backward_data, (dy, w, dx.shape), dx, alpha, beta, algo=a, **desc._kwargs()
+            _core("conv{}d_backward_data", rank), (dy, w, dx.shape), dx, alpha, beta, algo=a, **kw
         )
-    return _run(_cc.conv2d, (dy, w), dx, alpha, beta, algo=a, **desc._kwargs())
+    return _run(_core("conv{}d", rank), (dy, w), dx, alpha, beta, algo=a, **kw)
 
 
 def convolution_backward_weights(alpha: float, dy: npt.ArrayLike, x: npt.ArrayLike,
@@ -833,10 +961,10 @@ def convolution_backward_weights(alpha: float, dy: npt.ArrayLike, x: npt.ArrayLi
     alpha : float
         Scale of the gradient.
     dy : array_like
-        The output gradient, (N, K, OH, OW); its shape must be the forward output shape for
+        The output gradient, ``(N, K, *out)``; its shape must be the forward output shape for
         ``x`` and ``dw`` (ValueError otherwise).
     x : array_like
-        The forward input, (N, C, H, W).
+        The forward input, ``(N, C, *spatial)``.
     desc : ConvolutionDescriptor
         The convolution.
     algo : str, int or None
@@ -862,56 +990,65 @@ def convolution_backward_weights(alpha: float, dy: npt.ArrayLike, x: npt.ArrayLi
     _check_same("dy", dy.shape, desc.get_forward_output_dim(x.shape, dw.shape))
     _check_out(dw, "dw", dw.shape)
     a = _algo(algo, "backward_weights")
+    weight_grad = _core("conv{}d_backward_weight", desc.spatial_dim)
     if desc.mode == "convolution":
-        return _run(
-            _cc.conv2d_backward_weight, (dy, x, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs()
-        )
+        return _run(weight_grad, (dy, x, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs())
     # transposed conv y = T(x, w) is the data gradient of conv(y', w); its weight gradient is that
     # conv's weight gradient with dy as the conv input and x as the conv's output gradient.
-    return _run(
-        _cc.conv2d_backward_weight, (x, dy, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs()
-    )
+    return _run(weight_grad, (x, dy, dw.shape), dw, alpha, beta, algo=a, **desc._kwargs())
 
 
 # ------------------------------------------------------------------------------ bias
 
 
-def _bias_vector(b: npt.ArrayLike, k: int, what: str) -> Array:
+def _bias_rank(a: Array, what: str) -> int:
+    """The spatial rank of an NCW / NCHW / NCDHW tensor, or a ValueError naming it."""
+    if a.ndim - 2 not in _LAYOUTS:
+        raise ValueError(
+            f"{what} must be a 3-D, 4-D or 5-D NumPy array (NCW, NCHW or NCDHW), got shape "
+            f"{a.shape}"
+        )
+    return a.ndim - 2
+
+
+def _bias_vector(b: npt.ArrayLike, k: int, what: str, rank: int) -> Array:
+    """``b`` as a (1, K, 1, ...) array broadcasting over a tensor of spatial rank ``rank``."""
     b = np.asarray(b)
-    if b.shape not in ((k,), (1, k, 1, 1)):
-        raise ValueError(f"{what} must have shape ({k},) or (1, {k}, 1, 1), got {b.shape}")
-    return b.reshape(1, k, 1, 1)
+    full = (1, k) + (1,) * rank
+    if b.shape not in ((k,), full):
+        raise ValueError(f"{what} must have shape ({k},) or {full}, got {b.shape}")
+    return b.reshape(full)
 
 
 def convolution_forward_bias(alpha: float, b: npt.ArrayLike, beta: float, y: Array) -> Array:
     """``miopenConvolutionForwardBias``: ``y = alpha * b + beta * y``, in place.
 
-    ``b`` is broadcast over N, H and W; ``alpha=1, beta=1`` adds the bias to a convolution's
-    output.
+    ``b`` is broadcast over N and the spatial axes; ``alpha=1, beta=1`` adds the bias to a
+    convolution's output.
 
     Parameters
     ----------
     alpha : float
         Scale of the bias.
     b : array_like
-        The bias, shape (K,) or (1, K, 1, 1) with K = ``y.shape[1]``.
+        The bias, shape (K,) or (1, K, 1, ...) of ``y``'s rank, with K = ``y.shape[1]``.
     beta : float
         Scale of ``y``'s previous contents; 0 means they are never read.
     y : ndarray
-        A writeable 4-D NCHW NumPy array, updated in place (in its own dtype).
+        A writeable NCW, NCHW or NCDHW NumPy array (3-D, 4-D or 5-D), updated in place (in
+        its own dtype).
 
     Returns
     -------
     ndarray
         ``y`` itself, after the update.
     """
-    if not isinstance(y, np.ndarray) or y.ndim != 4:
-        raise ValueError(
-            f"y must be a 4-D NCHW NumPy array, got {getattr(y, 'shape', type(y).__name__)}"
-        )
+    if not isinstance(y, np.ndarray):
+        raise TypeError(f"y must be a NumPy array written in place, got {type(y).__name__}")
+    rank = _bias_rank(y, "y")
     if not y.flags.writeable:
         raise ValueError("y must be writeable")
-    bb = _bias_vector(b, y.shape[1], "b")
+    bb = _bias_vector(b, y.shape[1], "b", rank)
     if float(beta) == 0.0:
         y[...] = float(alpha) * bb
     else:
@@ -920,20 +1057,21 @@ def convolution_forward_bias(alpha: float, b: npt.ArrayLike, beta: float, y: Arr
 
 
 def convolution_backward_bias(alpha: float, dy: npt.ArrayLike, beta: float, db: Array) -> Array:
-    """``miopenConvolutionBackwardBias``: ``db = alpha * sum_{N,H,W} dy + beta * db``, in place.
+    """``miopenConvolutionBackwardBias``: ``db = alpha * sum_{N,spatial} dy + beta * db``.
 
     Parameters
     ----------
     alpha : float
         Scale of the gradient.
     dy : array_like
-        The output gradient, 4-D NCHW (N, K, OH, OW); float16, float32 or float64. The sum
-        over N, OH and OW is accumulated in float64.
+        The output gradient, ``(N, K, *out)``: NCW, NCHW or NCDHW (3-D, 4-D or 5-D); float16,
+        float32 or float64. The sum over N and the spatial axes is accumulated in float64
+        (cconv's ``conv{1,2,3}d_backward_bias``).
     beta : float
         Scale of ``db``'s previous contents; 0 means they are never read.
     db : ndarray
-        The bias gradient, a writeable NumPy array of shape (K,) or (1, K, 1, 1), updated in
-        place (in its own dtype).
+        The bias gradient, a writeable NumPy array of shape (K,) or (1, K, 1, ...) of
+        ``dy``'s rank, updated in place (in its own dtype).
 
     Returns
     -------
@@ -941,15 +1079,14 @@ def convolution_backward_bias(alpha: float, dy: npt.ArrayLike, beta: float, db: 
         ``db`` itself, after the update.
     """
     dy = np.asarray(dy)
-    if dy.ndim != 4:
-        raise ValueError(f"dy must be 4-D NCHW, got shape {dy.shape}")
+    rank = _bias_rank(dy, "dy")
     if not isinstance(db, np.ndarray):
         raise TypeError(f"db must be a NumPy array written in place, got {type(db).__name__}")
     if not db.flags.writeable:
         raise ValueError("db must be writeable")
-    k = dy.shape[1]
-    _bias_vector(db, k, "db")
-    grad = np.asarray(_cc.conv2d_backward_bias(dy, layout="NCHW")).reshape(db.shape)
+    _bias_vector(db, dy.shape[1], "db", rank)
+    bias_grad = _core("conv{}d_backward_bias", rank)
+    grad = np.asarray(bias_grad(dy, layout=_LAYOUTS[rank][0])).reshape(db.shape)
     if float(beta) == 0.0:
         db[...] = float(alpha) * grad
     else:
