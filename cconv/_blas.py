@@ -82,6 +82,17 @@ def _pool() -> ThreadPoolExecutor:
         return _executor
 
 
+def _forget_pool() -> None:
+    # A forked child has none of the parent's worker threads (a pool inherited from the
+    # parent would queue work forever): it starts a pool of its own.
+    global _executor, _lock
+    _executor, _lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def map_pieces(pieces: Iterable[T], work: Callable[[T], Any], nthreads: int) -> List[Any]:
     """``[work(p) for p in pieces]``, each on a single BLAS thread, up to ``nthreads`` at
     once in Python threads (NumPy releases the GIL in ``matmul``); results in order.

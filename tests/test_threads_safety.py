@@ -11,6 +11,8 @@ the normal (GIL) build interleaves them as a free-threaded one would.
 """
 
 import json
+import os
+import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -249,3 +251,34 @@ def test_blas_thread_count_is_restored_when_calls_overlap(monkeypatch):
     for t in threads:
         t.join(10)
     assert lib.n == 4
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_python_thread_pools_work_in_a_forked_child():
+    """cconv's Python thread pools (BLAS pieces, the SciPy front ends' conversions) start
+    afresh in a forked child: a pool inherited from the parent has no worker threads, and
+    work queued on it would wait forever (the child is killed by an alarm if it hangs).
+    (GNU OpenMP itself cannot run a parallel region in a child forked after one ran in the
+    parent: the child calls only the Python pools here.)"""
+    from cconv.compat._scipy_common import PARALLEL_CAST_ELEMENTS, assign
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 64, 32, 32)).astype(np.float32)  # several BLAS pieces
+    w = rng.standard_normal((32, 64, 1, 1)).astype(np.float32)
+    image = rng.standard_normal((4, PARALLEL_CAST_ELEMENTS // 2)) * 1000
+    expected = cconv.conv2d(x, w, algo="gemm", num_threads=2)
+    converted = np.empty(image.shape, np.int16)
+    assign(converted, image, 2, through=np.int32)  # the pools start in the parent
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only if both calls finish with the same results
+        code = 1
+        try:
+            signal.alarm(20)
+            same = np.array_equal(cconv.conv2d(x, w, algo="gemm", num_threads=2), expected)
+            again = np.empty_like(converted)
+            assign(again, image, 2, through=np.int32)
+            code = 0 if same and np.array_equal(again, converted) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
