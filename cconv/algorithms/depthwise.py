@@ -113,12 +113,16 @@ class _NchwLayout:
         self.weight_scratch = sw * self.rows * self.Wq + g.OH * self.Dq
         # backward-data: the spread-out gradient planes, correlated with the flipped filter;
         # for a padding mode, over the padded width (the kernel folds the padding's columns)
+        # (the kernel stores the image's columns from column ``pl`` of the band buffer and
+        # computes the padding's rows over the padded width)
         self.folds = g.padding_mode != "zeros"
         self.out_w = g.W + pl + pr if self.folds else g.W
-        self.NR_bd, self.NV_bd = _block_shape(self.out_w, vl)
+        self.NR_bd, self.NV_bd = _block_shape(g.W, vl)
         self.base_h = pt - (g.R - 1) * dh
         self.base_w = (0 if self.folds else pl) - (g.S - 1) * dw
-        self.Wb = _round_up(self.out_w, self.NV_bd * vl) + (g.S - 1) * dw
+        block = self.NV_bd * vl
+        self.Wb = (max(_round_up(self.out_w, block), _round_up(g.W, block) + pl) if self.folds
+                   else _round_up(g.W, block)) + (g.S - 1) * dw
 
     def _input_rows(self, band: int) -> int:
         """Rows of the padded input a band of ``band`` output rows reads (whole blocks)."""
@@ -167,7 +171,7 @@ class _NchwLayout:
         r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
         m = np.arange(g.Kg)[:, None]
         taps = (m * plane + ((r * dh) * self.Wb + s * dw).ravel()[None, :]).ravel()
-        folding = band * self.out_w + g.W if self.folds else 0  # padded rows, one image row
+        folding = self.NR_bd * self.out_w if self.folds else 0  # a block of padded rows
         return band, rows, taps.astype(np.int64), g.Kg * plane + folding
 
     @staticmethod
@@ -368,8 +372,9 @@ class DepthwiseConvolution(Algorithm):
         item = g.dtype.itemsize
         nhwc = g.layout == "NHWC" and g.Kg == 1 and g.Cg == 1
         taps = 2 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) list per thread
-        if nhwc and g.padding_mode != "zeros" and op != "backward_data":
-            k = g.kernel_geometry  # the NHWC kernels read the input padded beforehand
+        if nhwc and g.padding_mode != "zeros":
+            # the NHWC kernels read the input padded beforehand / write the padded gradient
+            k = g.kernel_geometry
             return (k.N * k.C * k.H * k.W * item
                     + DepthwiseConvolution.for_geometry(k).workspace_bytes(op, nthreads))
         if op == "forward":
