@@ -5,10 +5,17 @@ Precedence: a call's ``num_threads`` > the latest of :func:`set_num_threads`,
 and ``OMP_NUM_THREADS`` act on the OpenMP runtime's ``omp_get_max_threads``
 of the calling thread; :func:`set_num_threads` sets that too and also records
 a process-wide value that other Python threads see.
+
+A process forked after cconv may have run a parallel region uses one thread: GNU OpenMP (the
+runtime cconv's wheels ship) cannot start a thread team in such a child, whose first
+parallel region would wait forever for threads that were not forked (PyTorch does the same).
+Multithreaded worker processes need the "spawn" or "forkserver" start method of
+:mod:`multiprocessing`.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Optional
 
@@ -18,6 +25,21 @@ from ._kernels import _runtime
 _lock = threading.Lock()
 _process_default = _runtime.max_threads()  # what OpenMP gives a thread nobody configured
 _user_threads: Optional[int] = None
+# True once a call may have started an OpenMP team (it resolved more than one thread); a
+# process forked after that is a single-threaded child (see the module docstring).
+_team_may_have_run = False
+_single_threaded_child = False
+
+
+def _after_fork_in_child() -> None:
+    global _single_threaded_child, _lock
+    _lock = threading.Lock()
+    if _team_may_have_run:
+        _single_threaded_child = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def set_num_threads(n: int) -> None:
@@ -43,6 +65,8 @@ def get_num_threads() -> int:
     -------
     int
     """
+    if _single_threaded_child:
+        return 1
     current = _runtime.max_threads()
     with _lock:
         user = _user_threads
@@ -64,9 +88,13 @@ def check_num_threads(n: object, name: str = "num_threads") -> int:
 
 def resolve_num_threads(num_threads: Optional[int]) -> int:
     """The thread count for one call: ``num_threads`` if given, else :func:`get_num_threads`."""
-    if num_threads is None:
-        return get_num_threads()
-    return check_num_threads(num_threads)
+    global _team_may_have_run
+    n = get_num_threads() if num_threads is None else check_num_threads(num_threads)
+    if _single_threaded_child:
+        return 1
+    if n > 1:
+        _team_may_have_run = True
+    return n
 
 
 # A call whose work is under this many flops per thread uses fewer threads (at least one):
@@ -93,4 +121,6 @@ def threads_for_work(flops: int, nthreads: int) -> int:
     -------
     int
     """
+    if _single_threaded_child:
+        return 1
     return int(max(1, min(nthreads, flops // MIN_FLOPS_PER_THREAD)))
