@@ -2,10 +2,10 @@
 
 A fresh multi-megabyte ``numpy.empty`` is served by ``mmap``, so every call pays a page
 fault per 4 KiB page and the kernel zeroes each page before the convolution touches it
-(measured: ~9% of a Winograd backward-weight call on resnet50 res4).  Winograd calls take
-their packed operands and scratch from a small pool and give them back when done, as does
-the data gradient of a padding mode for the padded input's gradient it folds (the direct
-and GEMM algorithms allocate their buffers with NumPy).
+(measured: ~9% of a Winograd backward-weight call on resnet50 res4).  Winograd and direct
+calls take their packed operands and scratch from a small pool and give them back when done,
+as does the data gradient of a padding mode for the padded input's gradient it folds (the
+GEMM algorithm allocates its buffers with NumPy).
 
 The pool is shared by all threads (a lock guards it; each call owns the buffers it took)
 and holds at most ``LIMIT_BYTES`` (256 MiB, or ``CCONV_WORKSPACE_MB`` from the environment;

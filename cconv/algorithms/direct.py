@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Literal, Optional, Tuple,
 import numpy as np
 import numpy.typing as npt
 
+from .. import _workspace
 from .._boundary import padding_maps
 from .._geometry import COMPUTE_DTYPES
 from .._kernels import _layout
@@ -23,6 +24,7 @@ from .base import Algorithm, TransformedWeight, memory_layout
 
 if TYPE_CHECKING:
     from .._geometry import ConvGeometry, Pair
+    from .._workspace import _Scope
     from .direct_schedule import BackwardDataLayout, BackwardWeightLayout, ForwardLayout, Pass
 
 Array = npt.NDArray[Any]
@@ -112,25 +114,26 @@ class DirectConvolution(Algorithm):
     # -- packing ---------------------------------------------------------------------------
 
     def _pack_activation(self, x: Array, block: int, slots_per_group: int, mult: int,
-                         groups: int, pads: Pair, height: int, width: int,
-                         nthreads: int, maps: Tuple[Any, ...] = ()) -> Array:
-        """``x`` packed with zero padding, or with the padding mode of ``maps`` (row and
-        column maps and the constant, ``_boundary.padding_maps``)."""
+                         groups: int, pads: Pair, height: int, width: int, nthreads: int,
+                         ws: _Scope, maps: Tuple[Any, ...] = ()) -> Array:
+        """``x`` packed (into a buffer of the call's workspace scope ``ws``) with zero
+        padding, or with the padding mode of ``maps`` (row and column maps and the constant,
+        ``_boundary.padding_maps``)."""
         nblocks = -(-slots_per_group // block)
-        packed = np.empty(x.shape[0] * groups * nblocks * height * width * block, self.geom.dtype)
+        packed = ws.empty(x.shape[0] * groups * nblocks * height * width * block, self.geom.dtype)
         _layout.pack_input(x, packed, groups, x.shape[1] // groups, slots_per_group, mult, block,
                            pads[0], pads[1], height, width, nthreads, *maps)
         return packed
 
-    def _pack_input(self, x: Array, nthreads: int) -> Array:
+    def _pack_input(self, x: Array, nthreads: int, ws: _Scope) -> Array:
         g, fwd = self.geom, self.schedule("forward").info
         (pt, _), (pl, _) = g.pads
         maps = padding_maps(g)  # forward and weight gradient build a padding mode here
         if g.depthwise:
             return self._pack_activation(x, fwd.CB, g.K, g.Kg, 1, (pt, pl), fwd.Hp, fwd.Wp,
-                                         nthreads, maps)
+                                         nthreads, ws, maps)
         return self._pack_activation(x, fwd.CB, g.Cg, 1, g.groups, (pt, pl), fwd.Hp, fwd.Wp,
-                                     nthreads, maps)
+                                     nthreads, ws, maps)
 
     def _pack_weight(self, w: Array, groups: int, Kg: int, Cg: int, swap: bool,
                      col_block: int, red_block: int, taps: Array,
@@ -192,17 +195,20 @@ class DirectConvolution(Algorithm):
         ``prepared``: the result of :meth:`prepare_weight` for ``w``, or None."""
         g, target = self.geom, self._target(y)
         p = self.schedule("forward", target)
-        packed_x = self._pack_input(x, nthreads)
-        packed_w = (prepared.data if prepared is not None
-                    else self._pack_forward_weight(w, nthreads))
-        if target != "blocked":
-            self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
-            return
-        blocked = np.empty(p.out_size, g.dtype)
-        self._run(tiles.KINDS[p.kind], packed_x, packed_w, blocked, p.jobs, p.table, nthreads)
-        groups = 1 if g.depthwise else g.groups
-        _layout.unpack_output(blocked, y, groups, p.info.Kb, p.info.KB, 1,
-                              NO_BIAS[g.dtype] if bias is None else bias, alpha, beta, nthreads)
+        with _workspace.scope() as ws:
+            packed_x = self._pack_input(x, nthreads, ws)
+            packed_w = (prepared.data if prepared is not None
+                        else self._pack_forward_weight(w, nthreads))
+            if target != "blocked":
+                self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
+                return
+            blocked = ws.empty(p.out_size, g.dtype)
+            self._run(tiles.KINDS[p.kind], packed_x, packed_w, blocked, p.jobs, p.table,
+                      nthreads)
+            groups = 1 if g.depthwise else g.groups
+            _layout.unpack_output(blocked, y, groups, p.info.Kb, p.info.KB, 1,
+                                  NO_BIAS[g.dtype] if bias is None else bias, alpha, beta,
+                                  nthreads)
 
     def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
                       nthreads: int, bias: Optional[Array] = None) -> None:
@@ -215,27 +221,29 @@ class DirectConvolution(Algorithm):
         p = self.schedule("backward_data", target)
         bd = p.info
         (lo_h, _), (lo_w, _) = bd.pads
-        if g.depthwise:
-            packed_dy = self._pack_activation(dy, bd.dy_block, g.K, 1, 1, (lo_h, lo_w), bd.OHp,
-                                              bd.OWp, nthreads)
-        else:
-            packed_dy = self._pack_activation(dy, bd.dy_block, g.Kg, 1, g.groups, (lo_h, lo_w),
-                                              bd.OHp, bd.OWp, nthreads)
         packed_w, bad = self._pack_backward_data_weight(w, bd, nthreads)
         if bad:
             return self._backward_data_nonfinite_weight(dy, w, dx, alpha, beta, nthreads, bias)
-        if target != "blocked":
-            self._run_into(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads)
-            return
-        blocked = np.empty(p.out_size, g.dtype)
-        self._run(tiles.KINDS[p.kind], packed_dy, packed_w, blocked, p.jobs, p.table, nthreads)
-        bias = NO_BIAS[g.dtype] if bias is None else bias
-        if g.depthwise:
-            _layout.unpack_output(blocked, dx, 1, bd.out_blocks, bd.KB, g.Kg, bias, alpha, beta,
-                                  nthreads)
-        else:
-            _layout.unpack_output(blocked, dx, g.groups, bd.out_blocks, bd.KB, 1, bias, alpha,
-                                  beta, nthreads)
+        with _workspace.scope() as ws:
+            if g.depthwise:
+                packed_dy = self._pack_activation(dy, bd.dy_block, g.K, 1, 1, (lo_h, lo_w),
+                                                  bd.OHp, bd.OWp, nthreads, ws)
+            else:
+                packed_dy = self._pack_activation(dy, bd.dy_block, g.Kg, 1, g.groups,
+                                                  (lo_h, lo_w), bd.OHp, bd.OWp, nthreads, ws)
+            if target != "blocked":
+                self._run_into(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads)
+                return
+            blocked = ws.empty(p.out_size, g.dtype)
+            self._run(tiles.KINDS[p.kind], packed_dy, packed_w, blocked, p.jobs, p.table,
+                      nthreads)
+            bias = NO_BIAS[g.dtype] if bias is None else bias
+            if g.depthwise:
+                _layout.unpack_output(blocked, dx, 1, bd.out_blocks, bd.KB, g.Kg, bias, alpha,
+                                      beta, nthreads)
+            else:
+                _layout.unpack_output(blocked, dx, g.groups, bd.out_blocks, bd.KB, 1, bias,
+                                      alpha, beta, nthreads)
 
     def _backward_data_nonfinite_weight(self, dy: Array, w: Array, dx: Array, alpha: float,
                                         beta: float, nthreads: int,
@@ -274,17 +282,19 @@ class DirectConvolution(Algorithm):
         """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
         g, p = self.geom, self.schedule("backward_weight")
         fwd = p.info.forward
-        packed_x = self._pack_input(x, nthreads)
-        if g.depthwise:
-            packed_dy = self._pack_activation(dy, fwd.KB, g.K, 1, 1, (0, 0), g.OH, g.OW,
-                                              nthreads)
-        else:
-            packed_dy = self._pack_activation(dy, fwd.KB, g.Kg, 1, g.groups, (0, 0), g.OH,
-                                              g.OW, nthreads)
-        partial = np.empty(p.out_size, g.dtype)
-        self._run(tiles.KINDS[p.kind], packed_x, packed_dy, partial, p.jobs, p.table, nthreads)
-        # Partial sums of the reduction pieces, added in a fixed order: deterministic.
-        total = partial.reshape(p.info.splits, -1).sum(axis=0)
+        with _workspace.scope() as ws:
+            packed_x = self._pack_input(x, nthreads, ws)
+            if g.depthwise:
+                packed_dy = self._pack_activation(dy, fwd.KB, g.K, 1, 1, (0, 0), g.OH, g.OW,
+                                                  nthreads, ws)
+            else:
+                packed_dy = self._pack_activation(dy, fwd.KB, g.Kg, 1, g.groups, (0, 0), g.OH,
+                                                  g.OW, nthreads, ws)
+            partial = ws.empty(p.out_size, g.dtype)
+            self._run(tiles.KINDS[p.kind], packed_x, packed_dy, partial, p.jobs, p.table,
+                      nthreads)
+            # Partial sums of the reduction pieces, added in a fixed order: deterministic.
+            total = partial.reshape(p.info.splits, -1).sum(axis=0)
         if g.depthwise:
             Vb, vl = fwd.Kb, fwd.KB
             grad = total.reshape(Vb, g.R, g.S, vl).transpose(0, 3, 1, 2).reshape(Vb * vl, g.R, g.S)
