@@ -290,3 +290,37 @@ def test_banded_planes_match_reference_on_any_thread_count(case, dtype):
             first = (y, dx)
         else:  # bands change the split, never the arithmetic
             assert np.array_equal(first[0], y) and np.array_equal(first[1], dx)
+
+
+def test_nchw_kernels_refuse_padding_maps_outside_the_plane():
+    """The band fills trust their row / column maps only after checking them: an index
+    outside the input plane, or maps too short to hold the image, is a ValueError."""
+    from cconv._simd import depthwise as kernels
+    from cconv.algorithms.depthwise import DepthwiseConvolution
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    geom = cconv.plan_conv2d(x.shape, w.shape, padding=1, groups=2,
+                             padding_mode="reflect").geometry
+    algo = DepthwiseConvolution.for_geometry(geom)
+    lay = algo._nchw
+    band, rows, taps, size = lay.forward_band(1)
+    row_src, col_src, pl, value = algo._padding
+    y = np.empty((1, 2, 6, 7), np.float32)
+
+    def run(rs, cs):
+        kernels.forward_nchw(x, w.reshape(2, -1), y, np.empty(0, np.float32), taps, 2, 1, 1,
+                             rs, cs, pl, value, rows, lay.Wq, lay.NR, lay.NV, band, 1.0, 0.0,
+                             np.empty((1, size), np.float32), 1)
+
+    run(row_src, col_src)  # the algorithm's own maps pass
+    np.testing.assert_allclose(y, cconv.conv2d(x, w, padding=1, groups=2,
+                                               padding_mode="reflect"), rtol=1e-6)
+    bad_row = row_src.copy()
+    bad_row[0] = 6  # row 6 of a 6-row plane
+    bad_col = col_src.copy()
+    bad_col[-1] = -2
+    for rs, cs in [(bad_row, col_src), (row_src, bad_col), (row_src, col_src[:7])]:
+        with pytest.raises(ValueError):
+            run(rs, cs)

@@ -310,3 +310,63 @@ def test_pack_weight_rejects_bad_taps(dtype):
     with pytest.raises(ValueError):
         _layout.pack_weight(w, np.zeros(2 * 9, dtype), 1, 2, 1, 9, False, 2, 1,
                             np.array([0, 9], np.intp), 1)
+
+
+# -- pack_input with a padding mode -------------------------------------------------------
+
+NUMPY_PAD = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge",
+             "circular": "wrap"}
+
+
+@pytest.mark.parametrize("layout", sorted(NONFINITE_LAYOUTS))
+@pytest.mark.parametrize("mode", sorted(NUMPY_PAD) + ["constant"])
+def test_pack_input_builds_padding_modes(mode, layout, dtype):
+    """With row / column maps the packing builds the mode's padding: the same buffer as
+    packing ``numpy.pad(x, mode)`` without padding, rows / columns past the maps zero (the
+    plane may be larger than the padded image), groups and a multiplier included."""
+    from cconv._boundary import padded_source
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((2, 4, 5, 7)).astype(dtype)
+    x = NONFINITE_LAYOUTS[layout](base)
+    (pt, pb), (pl, pr) = (2, 1), (3, 2)
+    rows = padded_source(5, pt, pb, mode)
+    cols = padded_source(7, pl, pr, mode)
+    value = 1.5 if mode == "constant" else 0.0
+    widths = ((0, 0), (0, 0), (pt, pb), (pl, pr))
+    padded = (np.pad(base, widths, mode="constant", constant_values=value)
+              if mode == "constant" else np.pad(base, widths, mode=NUMPY_PAD[mode]))
+    height, width = 5 + pt + pb + 2, 7 + pl + pr + 3
+    args = (2, 2, 4, 2, 3, pt, pl, height, width)  # 2 groups, multiplier 2, block 3
+    for nthreads in NTHREADS:
+        packed = np.full(2 * 2 * 2 * height * width * 3, np.nan, dtype)
+        bad = _layout.pack_input(x, packed, *args, nthreads, rows, cols, value)
+        expected = ref_pack_input(padded, 2, 2, 4, 2, 3, 0, 0, height, width)
+        np.testing.assert_array_equal(packed, expected.ravel())
+        assert bad == 0
+
+
+def test_pack_input_rejects_bad_maps(dtype):
+    x = np.zeros((1, 2, 3, 3), dtype)
+    packed = np.zeros(2 * 5 * 5, dtype)
+    good = np.array([-1, 0, 1, 2, -1], np.int64)
+    for rows, cols, pl in [(good, good[:4], 2),                       # image does not fit
+                           (np.array([0, 1, 3, 2, 1], np.int64), good, 1),  # row 3 of 3
+                           (good, np.array([-2, 0, 1, 2, 1], np.int64), 1),
+                           (np.arange(6, dtype=np.int64) % 3, good, 1)]:   # taller than plane
+        with pytest.raises(ValueError):
+            _layout.pack_input(x, packed, 1, 2, 2, 1, 2, 1, pl, 5, 5, 1, rows, cols, 0.0)
+    with pytest.raises(ValueError):
+        _layout.pack_input(x, packed, 1, 2, 2, 1, 2, 1, 1, 5, 5, 1, good, None, 0.0)
+
+
+def test_pack_input_counts_a_nonfinite_constant(dtype):
+    """An infinite or NaN padding value lands in the packed planes: they are counted."""
+    from cconv._boundary import padded_source
+
+    x = np.ones((1, 2, 3, 3), dtype)
+    rows, cols = padded_source(3, 1, 1, "constant"), padded_source(3, 1, 1, "constant")
+    packed = np.empty(2 * 5 * 5, dtype)
+    bad = _layout.pack_input(x, packed, 1, 2, 2, 1, 1, 1, 1, 5, 5, 1, rows, cols, np.inf)
+    assert bad == 2
+    assert np.isinf(packed.reshape(2, 5, 5)[:, 0]).all()
