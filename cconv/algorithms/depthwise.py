@@ -249,7 +249,7 @@ class DepthwiseConvolution(Algorithm):
         return np.empty((nthreads, max(1, size)), self.geom.dtype)
 
     def _run_nchw(self, run: Callable[..., None], src: Array, w: Array, dst: Array, bias: Array,
-                  alpha: float, beta: float, tap_off: Taps, layout: Tuple[int, ...],
+                  alpha: float, beta: float, tap_off: Taps, layout: Tuple[Any, ...],
                   scratch: Array, nthreads: int, extra: Tuple[Any, ...] = ()) -> None:
         """An NCHW kernel from a contiguous copy of ``src`` (when it is not one) into ``dst``,
         or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy);
