@@ -18,7 +18,8 @@ The adapters::
                                          #   (NWC / NHWC / NDHWC)
     from cconv.compat import onednn      # Graph API convolution_forward / _backward_data /
                                          #   _backward_weights, 1-D to 3-D (NCX / NXC)
-    from cconv.compat import miopen      # ConvolutionDescriptor, Find, execute with alpha/beta
+    from cconv.compat import miopen      # Convolution(Nd)Descriptor, Find, execute with
+                                         #   alpha/beta, 1-D to 3-D
     from cconv.compat import ndimage     # scipy.ndimage.correlate / convolve (modes, origin, axes)
     from cconv.compat import signal      # scipy.signal.convolve2d / correlate2d
 
