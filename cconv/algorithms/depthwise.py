@@ -232,6 +232,14 @@ class DepthwiseConvolution(Algorithm):
         """Per-thread lists of (tap, pixel) pairs for the NHWC kernels."""
         return np.empty((nthreads, 2 * self.geom.R * self.geom.S), np.int64)
 
+    def _boundary_in(self, array: Array) -> Tuple[str, _boundary.Boundary]:
+        """(the memory layout of ``array``, NHWC or else NCHW, and this geometry's padding
+        mode for arrays in that layout)."""
+        layout = "NHWC" if memory_layout(array) == "NHWC" else "NCHW"
+        boundary = _boundary.for_geometry(dataclasses.replace(self.geom, layout=layout))
+        assert boundary is not None  # only called for a padding mode
+        return layout, boundary
+
     def _unpadded(self, x: Array, nthreads: int) -> Tuple[ConvGeometry, Array]:
         """The zero-padding problem and its input, for the paths that build no padding
         buffer (NHWC kernels, the direct fallbacks): this geometry and ``x``, or for a
@@ -239,9 +247,7 @@ class DepthwiseConvolution(Algorithm):
         g = self.geom
         if g.padding_mode == "zeros":
             return g, x
-        layout = "NHWC" if memory_layout(x) == "NHWC" else "NCHW"
-        boundary = _boundary.for_geometry(dataclasses.replace(g, layout=layout))
-        assert boundary is not None
+        layout, boundary = self._boundary_in(x)
         padded = boundary.pad(x if layout == "NCHW" else x.transpose(0, 2, 3, 1), nthreads)
         return g.kernel_geometry, padded if layout == "NCHW" else padded.transpose(0, 3, 1, 2)
 
@@ -324,9 +330,7 @@ class DepthwiseConvolution(Algorithm):
         memory, non-finite weights): the padded input's gradient (the depthwise kernels, or
         the direct algorithm for a non-finite weight) folded by ``cconv._boundary``."""
         g = self.geom
-        layout = "NHWC" if memory_layout(dx) == "NHWC" else "NCHW"
-        boundary = _boundary.for_geometry(dataclasses.replace(g, layout=layout))
-        assert boundary is not None
+        _, boundary = self._boundary_in(dx)
         inner = (DepthwiseConvolution if finite else DirectConvolution).for_geometry(
             g.kernel_geometry)
         boundary.fold_gradient(

@@ -85,6 +85,20 @@ class DirectConvolution(Algorithm):
         self._run(tiles.KINDS[p.kind], A, B, flat.reshape(-1), p.jobs, p.table, nthreads,
                   p.info.col_stride, bias, alpha, beta)
 
+    def _run_and_store(self, p: Pass[Any], target: str, A: Array, B: Array, y: Array,
+                       bias: Optional[Array], alpha: float, beta: float, nthreads: int,
+                       ws: _Scope, unpack: Tuple[int, int, int, int]) -> None:
+        """Run a pass's jobs into ``y``: straight (target NCHW / NHWC), or into a blocked
+        buffer of the call's scope ``ws`` unpacked with ``unpack`` = (groups, blocks, block,
+        multiplier sum) of ``_layout.unpack_output``."""
+        if target != "blocked":
+            self._run_into(p, target, A, B, y, bias, alpha, beta, nthreads)
+            return
+        blocked = ws.empty(p.out_size, self.geom.dtype)
+        self._run(tiles.KINDS[p.kind], A, B, blocked, p.jobs, p.table, nthreads)
+        _layout.unpack_output(blocked, y, *unpack, NO_BIAS[self.geom.dtype] if bias is None
+                              else bias, alpha, beta, nthreads)
+
     def workspace_bytes(self, op: str, nthreads: int) -> int:
         """Bytes of the packed and blocked buffers one call of ``op`` allocates (the same
         at any thread count: the direct algorithm has no per-thread scratch)."""
@@ -199,16 +213,9 @@ class DirectConvolution(Algorithm):
             packed_x = self._pack_input(x, nthreads, ws)
             packed_w = (prepared.data if prepared is not None
                         else self._pack_forward_weight(w, nthreads))
-            if target != "blocked":
-                self._run_into(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads)
-                return
-            blocked = ws.empty(p.out_size, g.dtype)
-            self._run(tiles.KINDS[p.kind], packed_x, packed_w, blocked, p.jobs, p.table,
-                      nthreads)
             groups = 1 if g.depthwise else g.groups
-            _layout.unpack_output(blocked, y, groups, p.info.Kb, p.info.KB, 1,
-                                  NO_BIAS[g.dtype] if bias is None else bias, alpha, beta,
-                                  nthreads)
+            self._run_and_store(p, target, packed_x, packed_w, y, bias, alpha, beta, nthreads,
+                                ws, (groups, p.info.Kb, p.info.KB, 1))
 
     def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
                       nthreads: int, bias: Optional[Array] = None) -> None:
@@ -224,26 +231,13 @@ class DirectConvolution(Algorithm):
         packed_w, bad = self._pack_backward_data_weight(w, bd, nthreads)
         if bad:
             return self._backward_data_nonfinite_weight(dy, w, dx, alpha, beta, nthreads, bias)
+        # depthwise: every channel one group of K slots, a multiplier's Kg columns summed
+        slots, groups, msum = (g.K, 1, g.Kg) if g.depthwise else (g.Kg, g.groups, 1)
         with _workspace.scope() as ws:
-            if g.depthwise:
-                packed_dy = self._pack_activation(dy, bd.dy_block, g.K, 1, 1, (lo_h, lo_w),
-                                                  bd.OHp, bd.OWp, nthreads, ws)
-            else:
-                packed_dy = self._pack_activation(dy, bd.dy_block, g.Kg, 1, g.groups,
-                                                  (lo_h, lo_w), bd.OHp, bd.OWp, nthreads, ws)
-            if target != "blocked":
-                self._run_into(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads)
-                return
-            blocked = ws.empty(p.out_size, g.dtype)
-            self._run(tiles.KINDS[p.kind], packed_dy, packed_w, blocked, p.jobs, p.table,
-                      nthreads)
-            bias = NO_BIAS[g.dtype] if bias is None else bias
-            if g.depthwise:
-                _layout.unpack_output(blocked, dx, 1, bd.out_blocks, bd.KB, g.Kg, bias, alpha,
-                                      beta, nthreads)
-            else:
-                _layout.unpack_output(blocked, dx, g.groups, bd.out_blocks, bd.KB, 1, bias,
-                                      alpha, beta, nthreads)
+            packed_dy = self._pack_activation(dy, bd.dy_block, slots, 1, groups, (lo_h, lo_w),
+                                              bd.OHp, bd.OWp, nthreads, ws)
+            self._run_and_store(p, target, packed_dy, packed_w, dx, bias, alpha, beta, nthreads,
+                                ws, (groups, bd.out_blocks, bd.KB, msum))
 
     def _backward_data_nonfinite_weight(self, dy: Array, w: Array, dx: Array, alpha: float,
                                         beta: float, nthreads: int,
