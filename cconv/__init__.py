@@ -13,6 +13,8 @@ How a call flows::
       -> DirectConvolution.forward          algorithms/direct.py: pack -> tile jobs -> unpack
            -> direct_schedule.forward       algorithms/direct_schedule.py: job tables (NumPy)
            -> _tiles_<isa>.run_jobs_*       _kernels/_tiles.pyx.tp: OpenMP prange over tiles
+              (long one-row problems:       _kernels/_rows.pyx.tp: vectors along the row,
+               _rows_<isa>.correlate)       read and written in place)
 
 The algorithms (``cconv/algorithms/``: direct, winograd, gemm) share one contract
 (``algorithms/base.py``); each module sits beside its schedule.  Imports flow one way:

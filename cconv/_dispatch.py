@@ -24,6 +24,7 @@ import numpy.typing as npt
 from . import _find_cache
 from .algorithms import ALGORITHMS, implementation, usable, why_not
 from .algorithms import OPS as OPS  # part of this module's interface (callers check ``op``)
+from .algorithms.direct import runs_on_rows
 from .algorithms.gemm import pointwise
 
 if TYPE_CHECKING:
@@ -130,6 +131,26 @@ STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS = (
 )
 
 
+# Depthwise / direct (row-vector kernels) time ratios on lifted 1-D convolutions, float32,
+# NCW, (min, median) of 15 interleaved calls, 2-core AMD EPYC Zen 4 VM, AVX-512 kernels.
+# Columns: layer, threads, pass, (input, output) channels per group, (min, median).  Above
+# 1: the row kernels are faster.  The rule takes them from 8 channels per group on either
+# side.
+ROW_MIN_CHANNELS = 8
+ROW_KERNEL_MEASUREMENTS = (
+    ("1x1x262144 -> 32, k63 pad 31", 1, "forward", (1, 32), (1.49, 1.49)),
+    ("1x1x262144 -> 32, k63 pad 31", 2, "forward", (1, 32), (1.38, 1.06)),
+    ("1x1x262144 -> 32, k63 pad 31", 2, "backward_data", (1, 32), (3.15, 3.82)),
+    ("2x1x65536 -> 8, k15 pad 7", 1, "forward", (1, 8), (1.47, 1.43)),
+    ("2x1x65536 -> 8, k15 pad 7", 2, "forward", (1, 8), (1.55, 1.57)),
+    ("2x2x65536 -> 16, k7 pad 3", 2, "forward", (2, 16), (1.31, 1.14)),
+    ("4x32x16384 -> 128, groups 32, k5", 1, "forward", (1, 4), (1.06, 1.06)),
+    ("4x32x16384 -> 128, groups 32, k5", 2, "forward", (1, 4), (0.78, 0.72)),
+    ("4x64x16384 -> 64, groups 64, k3", 2, "forward", (1, 1), (0.47, 0.53)),
+    ("4x64x16384 -> 64, groups 64, k3", 2, "backward_data", (1, 1), (0.60, 0.54)),
+)
+
+
 # GEMM (NumPy's BLAS) / direct time ratios on unpadded 1x1 layers, float32, NCHW, 8x56x56,
 # minimum and median of 15 interleaved calls in a process without PyTorch, on a 2-core
 # AVX-512 VM (AMD EPYC Zen 4, OpenBLAS SkylakeX kernels).  Columns: C -> K, threads, pass,
@@ -165,6 +186,12 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     usable algorithm in registry order (direct).  The thresholds separate the rows of
     :data:`WINOGRAD_MEASUREMENTS` where Winograd won from those where it did not.
 
+    The direct algorithm for forward and backward-data of long one-row problems (lifted 1-D
+    convolutions, see ``algorithms.direct.runs_on_rows``) with at least
+    :data:`ROW_MIN_CHANNELS` input or output channels per group: 1.06-3.8x the depthwise
+    kernels on filter banks and few-channel layers, while with at most 4 of each the
+    depthwise kernels win (:data:`ROW_KERNEL_MEASUREMENTS`).
+
     The depthwise kernels wherever each group has one input channel (depthwise layers, and
     filter banks over one-channel images): they measured 1.2-8.7x the direct algorithm on
     every pass of the layers timed, except one run of the NCHW stride-2 weight gradient at
@@ -182,6 +209,8 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     """
     geom = geom.kernel_geometry  # what the algorithms run (padding modes pad beforehand)
     candidates = usable(geom, op)
+    if runs_on_rows(geom, op) and max(geom.Cg, geom.Kg) >= ROW_MIN_CHANNELS:
+        return "direct"  # ROW_KERNEL_MEASUREMENTS
     if "depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1)):
         return "depthwise"
     if pointwise(geom):  # unpadded 1x1: BLAS on the activations in place

@@ -7,8 +7,8 @@ Each module here is one algorithm behind the contract of :class:`base.Algorithm`
 =============  =========================  ==============================================
 algorithm      module (+ schedule)        kernels (``cconv/_kernels``)
 =============  =========================  ==============================================
-``direct``     direct.py                  _layout.pyx (packing), _tiles.pyx.tp (tiles)
-               + direct_schedule.py
+``direct``     direct.py                  _layout.pyx (packing), _tiles.pyx.tp (tiles);
+               + direct_schedule.py       _rows.pyx.tp (long one-row problems: 1-D)
 ``winograd``   winograd.py                _layout.pyx, _winograd.pyx.tp, which includes
                + winograd_schedule.py     _winograd_gemm.pxi.tp, _winograd_transforms.pxi.tp
 ``gemm``       gemm.py + gemm_schedule.py none: NumPy's BLAS (``numpy.matmul``) on the
