@@ -114,8 +114,13 @@ class DirectConvolution(Algorithm):
 
     def workspace_bytes(self, op: str, nthreads: int) -> int:
         """Bytes of the packed and blocked buffers one call of ``op`` allocates (the same
-        at any thread count: the direct algorithm has no per-thread scratch)."""
+        at any thread count, except on the row kernels, which have per-thread scratch)."""
         g, item = self.geom, self.geom.dtype.itemsize
+        if self._runs_on_rows(op):
+            ins, outs = (g.Cg, g.Kg) if op == "forward" else (g.Kg, g.Cg)
+            scratch = row_kernels.scratch_size(ins, outs, 1, g.S, g.dilation[1], g.dtype.name)
+            packed_w = g.groups * -(-outs // row_kernels.KB) * row_kernels.KB * ins * g.S
+            return int(nthreads * scratch + packed_w) * item
         # Forward and backward-data write a contiguous result directly (no blocked buffer),
         # except a depthwise multiplier's backward-data, which goes through the unpack.
         direct = op != "backward_weight" and not (op == "backward_data" and g.depthwise
@@ -163,8 +168,10 @@ class DirectConvolution(Algorithm):
         """One row-kernel correlation of ``src`` into ``dst`` (see ``_rows.correlate``)."""
         g = self.geom
         in_per_group, S = packed_w.shape[2], packed_w.shape[4]
+        out_per_group = dst.shape[1] // packed_w.shape[0]
         with _workspace.scope() as ws:
-            size = row_kernels.scratch_size(in_per_group, 1, S, g.dilation[1], g.dtype.name)
+            size = row_kernels.scratch_size(in_per_group, out_per_group, 1, S, g.dilation[1],
+                                            g.dtype.name)
             scratch = ws.empty(nthreads * size, g.dtype).reshape(nthreads, size)
             row_kernels.correlate(src, packed_w, dst, NO_BIAS[g.dtype] if bias is None
                                   else bias, rows, g.dilation[1], pl, alpha, beta, scratch,

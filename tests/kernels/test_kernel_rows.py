@@ -67,7 +67,11 @@ CASES = [
     (1, 1, 4, 1, 1, 40, 1, 9, 1, 1, 20, 0, 90, 221),      # window wider than the row
     (3, 8, 13, 1, 1, 1000, 1, 1, 1, 1, 1, 0, 0, 1000),    # 1x1, many interior tiles
     (1, 5, 3, 1, 1, 17, 1, 4, 1, 1, 1, 0, 3, 17),         # shorter than one tile
+    # many channels: the reduction runs in L1-sized chunks (see test_chunked_cases_chunk)
+    (1, 160, 10, 1, 1, 400, 1, 5, 1, 1, 30, 0, 50, 400),
+    (2, 192, 6, 2, 3, 230, 2, 3, 1, 2, 9, 1, 4, 220),
 ]
+CHUNKED = CASES[-2:]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:8])))
@@ -80,7 +84,7 @@ def test_correlate_matches_reference(kmods, dtype, rtol, case, nthreads):
     x = rng.standard_normal((N, C, H, W)).astype(dtype)
     w = rng.standard_normal((K, C // groups, R, S)).astype(dtype)
     rows = row_table(OH, R, H, sh, dh, pt)
-    size = rk.scratch_size(C // groups, R, S, dw, dtype.name)
+    size = rk.scratch_size(C // groups, K // groups, R, S, dw, dtype.name)
     for bias, alpha, beta in [(None, 1.0, 0.0), (rng.standard_normal(K).astype(dtype), -0.5,
                                                  0.75)]:
         y0 = rng.standard_normal((N, K, OH, OW)).astype(dtype)
@@ -95,6 +99,13 @@ def test_correlate_matches_reference(kmods, dtype, rtol, case, nthreads):
         assert err <= rtol * max(np.abs(ref).max(), 1) * max(1, C * R * S / 16), err
 
 
+@pytest.mark.parametrize("case", CHUNKED, ids=lambda c: "x".join(map(str, c[:8])))
+def test_chunked_cases_chunk(kmods, dtype, case):
+    # the last CASES must split their reduction, or the chunked path goes untested
+    N, C, K, groups, H, W, R, S, sh, dh, dw, pt, pl, OW = case
+    assert kmods.rows.reduction_chunk(C // groups, R, S, dw, dtype.name) < C // groups
+
+
 def test_correlate_same_result_on_any_thread_count(kmods):
     rk = kmods.rows
     rng = np.random.default_rng(3)
@@ -104,7 +115,7 @@ def test_correlate_same_result_on_any_thread_count(kmods):
     results = []
     for nt in (1, 2, 5):
         y = np.empty((2, 12, 1, 1998), np.float32)
-        scratch = np.empty((nt, rk.scratch_size(16, 1, 3, 1, "float32")), np.float32)
+        scratch = np.empty((nt, rk.scratch_size(16, 12, 1, 3, 1, "float32")), np.float32)
         rk.correlate(x, pack(w, 1, rk.KB), y, np.zeros(0, np.float32), rows, 1, 0, 1.0, 0.0,
                      scratch, nt)
         results.append(y)
@@ -118,7 +129,7 @@ def test_correlate_refuses_bad_arguments(kmods):
     w = pack(np.zeros((6, 4, 2, 3), f), 1, rk.KB)
     y = np.zeros((1, 6, 1, 48), f)
     rows = np.array([[0, 1]], np.int64)
-    scratch = np.zeros((2, rk.scratch_size(4, 2, 3, 1, "float32")), f)
+    scratch = np.zeros((2, rk.scratch_size(4, 6, 2, 3, 1, "float32")), f)
     none = np.zeros(0, f)
     rk.correlate(x, w, y, none, rows, 1, 0, 1.0, 0.0, scratch, 2)  # the valid call
     with pytest.raises(ValueError, match="rows"):
