@@ -101,14 +101,26 @@ def map_pieces(pieces: Iterable[T], work: Callable[[T], Any], nthreads: int) -> 
     computed by the same single-threaded BLAS call whichever thread runs it.
     """
     pieces = list(pieces)
+    results: List[Any] = [None] * len(pieces)
     with threads(1):
         if nthreads == 1 or len(pieces) <= 1:
             return [work(p) for p in pieces]
-        lanes = [pieces[i::nthreads] for i in range(min(nthreads, len(pieces)))]
-        done = list(_pool().map(lambda lane: [work(p) for p in lane], lanes))
-    results: List[Any] = [None] * len(pieces)
-    for i, lane_results in enumerate(done):
-        results[i::len(lanes)] = lane_results
+        # Each worker takes the next piece as it finishes one (pieces of unequal size, or
+        # a worker descheduled by the OS, would leave a fixed split waiting on one lane).
+        order = iter(range(len(pieces)))
+        take = threading.Lock()
+
+        def lane() -> None:
+            while True:
+                with take:
+                    i = next(order, None)
+                if i is None:
+                    return
+                results[i] = work(pieces[i])
+
+        lanes = [_pool().submit(lane) for _ in range(min(nthreads, len(pieces)))]
+        for future in lanes:
+            future.result()  # re-raises a piece's exception
     return results
 
 

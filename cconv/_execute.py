@@ -61,11 +61,14 @@ def pad_bottom_right(array_nchw: Array, extra: Pair) -> Array:
 
 def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], layout: str,
          dtype: np.dtype[Any], result_dtype: np.dtype[Any], out: Optional[Array], alpha: float,
-         beta: float, empty: bool) -> Array:
+         beta: float, empty: bool, reads: Sequence[Optional[Array]] = ()) -> Array:
     """Run ``compute(y_nchw, alpha, beta)`` (which writes ``alpha*result + beta*y``) into
     ``out`` or a new array, converting dtypes where the result dtype is not computed natively.
 
     ``empty``: the batch is empty, so the result is all zeros and nothing is computed.
+    ``reads``: the arrays ``compute`` reads; an ``out`` that may share memory with one of them
+    gets the result computed apart first (as NumPy's ufuncs do): the kernels write their
+    output while they still read their inputs.
     """
     if empty:
         if out is None:
@@ -75,7 +78,7 @@ def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], l
         else:
             out *= beta
         return out
-    if out is not None and out.dtype == dtype:
+    if out is not None and out.dtype == dtype and not _overlaps(out, reads):
         compute(nchw(out, layout), alpha, beta)
         return out
     y = np.empty(shape, dtype)
@@ -87,6 +90,11 @@ def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], l
     else:
         out[...] = alpha * y + beta * out.astype(dtype)
     return out
+
+
+def _overlaps(out: Array, reads: Sequence[Optional[Array]]) -> bool:
+    # may_share_memory compares address bounds only (cheap); a false alarm costs a copy.
+    return any(a is not None and np.may_share_memory(out, a) for a in reads)
 
 
 def scaled_into(result: Array, out: Optional[Array], alpha: float, beta: float) -> Array:
@@ -132,7 +140,8 @@ def forward(impl: Algorithm, x: Array, w: Array, bias: Optional[Array], out: Opt
         y[...] = a * cropped + (b * y if b != 0 else 0)
 
     shape = (g.N, g.K, rows, cols) if g.layout == "NCHW" else (g.N, rows, cols, g.K)
-    return emit(compute, shape, g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0)
+    return emit(compute, shape, g.layout, g.dtype, result_dtype, out, alpha, beta, g.N == 0,
+                (x, w, bias))
 
 
 def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], alpha: float,
@@ -151,7 +160,7 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
     if boundary is None or g.padding_mode != "zeros":  # no mode, or ``impl`` builds it
         return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
                     g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,
-                    g.N == 0)
+                    g.N == 0, (dy, w, bias))
 
     def folded(dx: Array, a: float, b: float) -> None:
         boundary.fold_gradient(lambda padded: impl.backward_data(dyv, wv, padded, 1.0, 0.0,
@@ -160,7 +169,7 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
 
     outer = boundary.geom
     return emit(folded, outer.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,
-                g.N == 0)
+                g.N == 0, (dy, w, bias))
 
 
 def backward_weight(impl: Algorithm, dy: Array, x: Array, out: Optional[Array], alpha: float,

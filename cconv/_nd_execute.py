@@ -193,11 +193,16 @@ class Sink:
     """
 
     def __init__(self, out: Optional[Array], shape: Tuple[int, ...], cl: bool,
-                 dtype: np.dtype[Any], result_dtype: np.dtype[Any], beta: float) -> None:
+                 dtype: np.dtype[Any], result_dtype: np.dtype[Any], beta: float,
+                 reads: Sequence[Optional[Array]] = ()) -> None:
         self.out, self.cl, self.dtype, self.result_dtype = out, cl, dtype, result_dtype
         self.beta = beta
         if out is not None:
-            self.direct = cl and out.dtype == dtype and out.flags.c_contiguous
+            # an ``out`` that may share memory with an operand (``reads``) is written only
+            # at the end: the tap loop reads its operands while it accumulates
+            self.direct = (cl and out.dtype == dtype and out.flags.c_contiguous
+                           and not any(a is not None and np.may_share_memory(out, a)
+                                       for a in reads))
         else:
             self.direct = cl and result_dtype == dtype
         if self.direct:
@@ -357,7 +362,7 @@ def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Option
     cl = geom.channels_last
     src_dm, pad = _pad_depth(depth_major(_compute(src, geom), cl), geom)
     w = _compute(weight, geom)
-    sink = Sink(out, result_shape, cl, geom.dtype, result_dtype, beta)
+    sink = Sink(out, result_shape, cl, geom.dtype, result_dtype, beta, (src, weight, bias))
     spans = tap_spans(src_dm.shape[1], sink.array.shape[1], geom.kernel[0], geom.stride[0],
                       geom.dilation[0], pad)
 
@@ -377,7 +382,8 @@ def scatter(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optio
     cl = geom.channels_last
     src_dm = depth_major(_compute(src, geom), cl)
     w = _compute(weight, geom)
-    sink = Sink(out, geom.input_shape(), cl, geom.dtype, result_dtype, beta)
+    sink = Sink(out, geom.input_shape(), cl, geom.dtype, result_dtype, beta,
+                (src, weight, bias))
     lo, hi = geom.pads[0]
     padded = geom.padding_mode != "zeros" and (lo, hi) != (0, 0)
     if padded:  # the gradient of the depth-padded input, folded at the end

@@ -219,3 +219,69 @@ def test_backward_weight_out_with_hwio():
     ref = ref_backward_weight(g, x, (5, 4, 3, 3))
     assert_close(weight_from_layout(out, "HWIO"),
                  0.5 * ref - weight_from_layout(out0, "HWIO"), np.float64)
+
+
+# -- out sharing memory with an operand ----------------------------------------------------------
+#
+# The kernels write their output while they still read their inputs (tile by tile, row by row),
+# so an ``out`` that is the input itself (an in-place update, x = conv(x)) must get the result as
+# if the operands had been copied first, as NumPy's ufuncs do.  Each case has an output of the
+# input's shape; the expected value is the float64 reference on the untouched operands.
+
+ALIAS_CASES = {
+    # name: (x shape, weight shape, keywords)
+    "direct 3x3": ((2, 6, 9, 11), (6, 6, 3, 3), dict(padding=1, algo="direct")),
+    "winograd 3x3": ((2, 8, 10, 10), (8, 8, 3, 3), dict(padding=1, algo="winograd")),
+    "gemm 1x1": ((2, 16, 12, 12), (16, 16, 1, 1), dict(algo="gemm")),
+    "depthwise": ((1, 4, 400, 300), (4, 1, 3, 3), dict(padding=1, groups=4, algo="depthwise")),
+    "direct NHWC": ((2, 6, 9, 11), (6, 6, 3, 3), dict(padding=1, algo="direct",
+                                                      layout="NHWC")),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIAS_CASES))
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_out_that_is_the_input_gets_the_result_of_the_untouched_input(name, beta):
+    x_shape, w_shape, kw = ALIAS_CASES[name]
+    rng = np.random.default_rng(11)
+    x64 = rng.standard_normal(x_shape)
+    w64 = rng.standard_normal(w_shape)
+    layout = kw.get("layout", "NCHW")
+    x = to_layout(x64.astype(np.float32), layout)
+    dy = x.copy()
+    expected_fwd = 1.5 * ref_conv2d(x64, w64, None, (1, 1), _pads(kw), (1, 1),
+                                    kw.get("groups", 1)) + beta * x64
+    expected_bwd = 1.5 * ref_backward_data(x64, w64, x_shape, (1, 1), _pads(kw), (1, 1),
+                                           kw.get("groups", 1)) + beta * x64
+    got = cconv.conv2d(x, w64.astype(np.float32), out=x, alpha=1.5, beta=beta, **kw)
+    assert got is x
+    assert_close(from_layout(got, layout), expected_fwd, dtype=np.float32)
+    got = cconv.conv2d_backward_data(dy, w64.astype(np.float32), dy.shape, out=dy, alpha=1.5,
+                                     beta=beta, **kw)
+    assert got is dy
+    assert_close(from_layout(got, layout), expected_bwd, dtype=np.float32)
+
+
+def _pads(kw):
+    p = kw.get("padding", 0)
+    return ((p, p), (p, p))
+
+
+@pytest.mark.parametrize("rank_layout", [("NWC", 1), ("NCW", 1), ("NDHWC", 3)])
+def test_nd_out_that_is_the_input(rank_layout):
+    from support.reference_nd import ref_conv, to_channels_last
+    layout, rank = rank_layout
+    rng = np.random.default_rng(12)
+    spatial = (500,) if rank == 1 else (4, 5, 6)
+    x64 = rng.standard_normal((2, 8) + spatial)
+    w64 = rng.standard_normal((8, 8) + (3,) * rank)
+    x = x64.astype(np.float32)
+    if layout.endswith("C"):
+        x = np.ascontiguousarray(to_channels_last(x))
+    conv = cconv.conv1d if rank == 1 else cconv.conv3d
+    got = conv(x, w64.astype(np.float32), padding=1, layout=layout, out=x, beta=1.0)
+    assert got is x
+    expected = ref_conv(x64, w64, None, (1,) * rank, ((1, 1),) * rank, (1,) * rank, 1) + x64
+    if layout.endswith("C"):
+        got = np.moveaxis(got, -1, 1)
+    assert_close(got, expected, dtype=np.float32)

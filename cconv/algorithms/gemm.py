@@ -66,8 +66,13 @@ PIECE_PIXELS = 2048
 
 
 def _pieces(pixels: int) -> list[slice]:
-    """Consecutive slices of at most PIECE_PIXELS covering ``pixels`` (fixed by the shape)."""
-    return [slice(i, min(i + PIECE_PIXELS, pixels)) for i in range(0, pixels, PIECE_PIXELS)]
+    """Consecutive slices of at most PIECE_PIXELS covering ``pixels`` (fixed by the shape),
+    as equal as whole multiples of 16 pixels allow (no short last piece: 56x56 = 3136 is
+    1568 + 1568, not 2048 + 1088)."""
+    count = -(-pixels // PIECE_PIXELS)
+    size = -(-pixels // count)
+    size = min(PIECE_PIXELS, -(-size // 16) * 16)
+    return [slice(i, min(i + size, pixels)) for i in range(0, pixels, size)]
 
 
 # Pixels per piece of the NHWC weight-gradient reduction (at most 64 pieces): each piece is
@@ -124,6 +129,13 @@ def _scale_in_place(result: Array, bias: Array | None, alpha: float) -> None:
         result += bias.reshape((1, -1) + (1,) * (result.ndim - 2))
     if alpha != 1:
         result *= alpha
+
+
+def _writes_in_place(dst: Array, src: Array, dtype: np.dtype[Any]) -> bool:
+    """Whether a pointwise product may be written straight into ``dst``: contiguous memory
+    in the layout of ``src`` (which the product keeps), of the compute dtype."""
+    layout = _memory_layout(dst)
+    return dst.dtype == dtype and layout is not None and layout == _memory_layout(src)
 
 
 def _epilogue(result: Array, dst: Array, bias: Array | None, alpha: float,
@@ -402,9 +414,12 @@ class GemmConvolution(Algorithm):
         g = self.geom
         return w.reshape(g.groups, g.Kg, g.Cg)
 
-    def _product(self, src: Array, w: Array, transpose: bool, nthreads: int) -> Array:
+    def _product(self, src: Array, w: Array, transpose: bool, nthreads: int,
+                 into: Array | None = None) -> Array:
         """``W @ src`` (``W^T @ src`` when ``transpose``) per group and pixel, for a logical
-        NCHW ``src`` of contiguous NCHW or NHWC memory; a new logical NCHW array."""
+        NCHW ``src`` of contiguous NCHW or NHWC memory; a new logical NCHW array, or
+        ``into`` (a logical NCHW view of contiguous memory in ``src``'s layout, the compute
+        dtype) filled and returned."""
         g = self.geom
         wg = self._weight(w)
         if transpose:
@@ -415,7 +430,8 @@ class GemmConvolution(Algorithm):
         # BLAS product (_blas.map_pieces): the same bits at any thread count.
         if _memory_layout(src) == "NHWC":
             flat = src.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_in)
-            out = np.empty((n * h * wd, g.groups * rows_out), g.dtype)
+            out = (np.empty((n * h * wd, g.groups * rows_out), g.dtype) if into is None
+                   else into.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_out))
 
             def rows(piece: slice) -> None:
                 for grp in range(g.groups):  # (P, in) @ (in, out), BLAS on strided views
@@ -425,7 +441,8 @@ class GemmConvolution(Algorithm):
             _blas.map_pieces(_pieces(n * h * wd), _quietly(rows), nthreads)
             return out.reshape(n, h, wd, -1).transpose(0, 3, 1, 2)
         planes = np.ascontiguousarray(src).reshape(n, g.groups, rows_in, h * wd)
-        result: Array = np.empty((n, g.groups, rows_out, h * wd), g.dtype)
+        result: Array = (np.empty((n, g.groups, rows_out, h * wd), g.dtype) if into is None
+                         else into.reshape(n, g.groups, rows_out, h * wd))
 
         def columns(piece: tuple[int, slice]) -> None:
             image, pixels = piece
@@ -446,7 +463,12 @@ class GemmConvolution(Algorithm):
             if self._chunked is not None:
                 self._chunked.forward(x, w, bias, y, alpha, beta, nthreads)
                 return
-            result = self._product(self._pixels(x), w, False, nthreads)
+            pixels = self._pixels(x)
+            if beta == 0 and _writes_in_place(y, pixels, self.geom.dtype):
+                # the products straight into y (no result buffer to fault in and copy)
+                _scale_in_place(self._product(pixels, w, False, nthreads, into=y), bias, alpha)
+                return
+            result = self._product(pixels, w, False, nthreads)
             _epilogue(result, y, bias, alpha, beta)
 
     def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
@@ -460,6 +482,9 @@ class GemmConvolution(Algorithm):
                        nthreads: int, bias: Array | None) -> None:
         if self._chunked is not None:
             self._chunked.backward_data(dy, w, dx, alpha, beta, nthreads, bias)
+            return
+        if not self._strided and beta == 0 and _writes_in_place(dx, dy, self.geom.dtype):
+            _scale_in_place(self._product(dy, w, True, nthreads, into=dx), bias, alpha)
             return
         result = self._product(dy, w, True, nthreads)
         if not self._strided:
