@@ -352,6 +352,48 @@ def _compute(array: Array, geom: NdGeometry) -> Array:
     return np.asarray(array).astype(geom.dtype, copy=False)
 
 
+def depthwise_forward_ndhwc(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
+                            out: Optional[Array], alpha: float, beta: float,
+                            result_dtype: np.dtype[Any], algo: str,
+                            nthreads: int) -> Optional[Array]:
+    """A 3-D depthwise forward (one output channel per input channel) in NDHWC with zero
+    padding, on the depthwise kernel that sums the depth taps in registers with the others
+    (``_depthwise.forward_ndhwc``); None where that does not apply (the tap loop runs it).
+
+    The tap loop makes one 2-D call per depth tap, each reading and writing the whole
+    output: on a memory-bound depthwise layer three times the traffic of one pass."""
+    if geom.rank != 3 or geom.layout != "NDHWC" or geom.padding_mode != "zeros":
+        return None
+    C, K = geom.input_shape()[-1], geom.output_shape()[-1]
+    if algo not in ("auto", "depthwise") or not geom.groups == C == K:
+        return None
+    from ._simd import depthwise as kernels
+    xa = np.ascontiguousarray(_compute(x, geom))
+    w = _compute(weight, geom)
+    # (K, 1, kD, R, S) or (kD, R, S, 1, K) -> (kD, R, S, C)
+    wt = (np.ascontiguousarray(w[..., 0, :]) if channels_last(geom.weight_layout)
+          else np.ascontiguousarray(np.moveaxis(w[:, 0], 0, -1)))
+    b = _compute(bias, geom) if bias is not None else np.zeros(0, geom.dtype)
+    shape = geom.output_shape()
+    direct = (out is not None and out.dtype == geom.dtype and out.flags.c_contiguous
+              and not any(np.may_share_memory(out, a) for a in (x, weight, bias)
+                          if a is not None))
+    y: Array = out if out is not None and direct else np.empty(shape, geom.dtype)
+    taps = np.empty((nthreads, 4 * int(np.prod(geom.kernel))), np.int64)
+    kernels.forward_ndhwc(xa, wt, y, b, geom.stride, geom.dilation,
+                          tuple(lo for lo, _ in geom.pads), alpha, beta if direct else 0.0,
+                          taps, nthreads)
+    if out is None:
+        return y.astype(result_dtype, copy=False)
+    if direct:
+        return y
+    if beta == 0:
+        out[...] = y
+    else:
+        out[...] = y + beta * out.astype(geom.dtype)
+    return out
+
+
 def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optional[Array],
            result_shape: Tuple[int, ...], out: Optional[Array], alpha: float, beta: float,
            result_dtype: np.dtype[Any]) -> Array:

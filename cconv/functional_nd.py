@@ -19,8 +19,8 @@ from . import _geometry as _geometry_module
 from . import _threads as _threads_module
 from . import algorithms as _algorithms_module
 from . import functional as _functional_module
-from ._nd_execute import (FunctionalOps, drop, gather, keywords_2d, lift, lift_shape, reduce,
-                          scatter, tap_geometry_2d)
+from ._nd_execute import (FunctionalOps, depthwise_forward_ndhwc, drop, gather, keywords_2d,
+                          lift, lift_shape, reduce, scatter, tap_geometry_2d)
 from ._nd_geometry import (LAYOUTS, NdGeometry, check_grad_out, check_shape,
                            check_transpose_grad_out, make_nd_geometry,
                            make_nd_transpose_geometry)
@@ -107,6 +107,10 @@ def _conv(rank: int, x: Any, weight: Any, bias: Any, kw: Dict[str, Any], algo: A
         r = _F2.conv2d(lift(xa, lay), lift(w, wlay), b, out=lift(out, lay), alpha=alpha,
                        beta=beta, algo=algo, num_threads=nthreads, **keywords_2d(geom))
         return _lifted(r, out, lay)
+    fast = depthwise_forward_ndhwc(geom, xa, w, b, out, alpha, beta, result_dtype, algo,
+                                   nthreads)
+    if fast is not None:
+        return fast
     return gather(geom, FunctionalOps(geom, False, algo, nthreads), xa, w, b,
                   geom.output_shape(), out, alpha, beta, result_dtype)
 

@@ -408,3 +408,68 @@ def test_nd_benchmark_suite_times_every_layout_and_agrees_with_torch():
     assert "## 3-D" in text and "tiny3d" in text and "## 1-D" not in text
     quick = nd_suite.select_nd_layers("unet3d", rank=3)[0].quick()
     assert quick.N == 1 and max(quick.spatial) <= 12
+
+
+# -- depthwise NDHWC forward: the depth taps in the depthwise kernel's registers ---------------
+
+DEPTHWISE_3D_CASES = [
+    # N, C, (D, H, W), kernel, stride, dilation, padding (begin, end per axis)
+    (2, 8, (5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1), ((1, 1), (1, 1), (1, 1))),
+    (1, 20, (7, 9, 11), (3, 3, 3), (2, 2, 2), (1, 1, 1), ((1, 1), (1, 1), (1, 1))),
+    (2, 5, (6, 8, 7), (3, 1, 5), (1, 2, 1), (2, 1, 1), ((2, 0), (0, 1), (3, 4))),
+    (1, 3, (4, 4, 9), (2, 2, 3), (1, 1, 3), (1, 1, 2), ((0, 3), (2, 2), (5, 0))),
+    (1, 70, (2, 3, 3), (3, 3, 3), (1, 1, 1), (1, 1, 1), ((1, 1), (1, 1), (1, 1))),  # C > 4 VL
+]
+
+
+@pytest.mark.parametrize("case", DEPTHWISE_3D_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_depthwise_ndhwc_forward_sums_depth_taps_in_one_kernel(case, dtype, monkeypatch):
+    from cconv import _simd
+    N, C, spatial, kernel, stride, dilation, pads = case
+    calls = []
+    real = _simd.depthwise.forward_ndhwc
+    monkeypatch.setattr(_simd.depthwise, "forward_ndhwc",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    x = rand(N, C, *spatial)
+    w = rand(C, 1, *kernel)
+    b = rand(C)
+    ref = ref_conv(x, w, b, stride, pads, dilation, C)
+    xl = np.ascontiguousarray(to_channels_last(x)).astype(dtype)
+    got = cconv.conv3d(xl, w.astype(dtype), b.astype(dtype), stride=stride, padding=pads,
+                       dilation=dilation, groups=C, layout="NDHWC")
+    assert calls, "the 3-D depthwise kernel did not run"
+    assert got.dtype == dtype
+    assert_close(np.moveaxis(got, -1, 1), ref, dtype=dtype)
+    # out / alpha / beta, and the same numbers with the DHWIO weight layout
+    out = np.ascontiguousarray(to_channels_last(rand(*ref.shape))).astype(dtype)
+    start = out.astype(np.float64)
+    r = cconv.conv3d(xl, np.ascontiguousarray(weight_to_last(w)).astype(dtype),
+                     b.astype(dtype), stride=stride, padding=pads, dilation=dilation,
+                     groups=C, layout="NDHWC", weight_layout="DHWIO", out=out, alpha=-0.5,
+                     beta=0.25)
+    assert r is out
+    assert_close(np.moveaxis(out, -1, 1), -0.5 * ref + 0.25 * np.moveaxis(start, -1, 1),
+                 dtype=dtype)
+
+
+def test_depthwise_ndhwc_forward_skips_what_it_does_not_cover(monkeypatch):
+    # a channel multiplier, NCDHW, a padding mode and algo="direct" stay on the tap loop
+    from cconv import _simd
+    calls = []
+    real = _simd.depthwise.forward_ndhwc
+    monkeypatch.setattr(_simd.depthwise, "forward_ndhwc",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    x = rand(1, 4, 4, 5, 6)
+    xl = np.ascontiguousarray(to_channels_last(x))
+    for w, kw in [(rand(8, 1, 3, 3, 3), dict(layout="NDHWC")),
+                  (rand(4, 1, 3, 3, 3), dict(layout="NCDHW")),
+                  (rand(4, 1, 3, 3, 3), dict(layout="NDHWC", padding_mode="reflect")),
+                  (rand(4, 1, 3, 3, 3), dict(layout="NDHWC", algo="direct"))]:
+        src = x if kw["layout"] == "NCDHW" else xl
+        got = cconv.conv3d(src, w, padding=1, groups=4, **kw)
+        mode = kw.get("padding_mode", "zeros")
+        ref = ref_conv(x, w, None, 1, ((1, 1),) * 3, 1, 4, mode=mode)
+        assert_close(got if kw["layout"] == "NCDHW" else np.moveaxis(got, -1, 1), ref,
+                     dtype=np.float64)
+    assert not calls
