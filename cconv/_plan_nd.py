@@ -19,8 +19,8 @@ from . import _geometry as _geometry_module
 from . import _plan as _plan_module
 from . import _threads as _threads_module
 from . import algorithms as _algorithms_module
-from ._nd_execute import (drop, gather, keywords_2d, layout_2d, lift, lift_shape, reduce,
-                          scatter, tap_spans, weight_tap)
+from ._nd_execute import (depthwise_forward_ndhwc, drop, gather, keywords_2d, layout_2d, lift,
+                          lift_shape, reduce, scatter, tap_spans, weight_tap)
 from ._nd_geometry import LAYOUTS, WEIGHT_LAYOUTS, NdGeometry, make_nd_geometry, to_layout
 
 # cconv's 2-D modules carry no type hints: Any-typed aliases keep ``mypy --strict`` quiet.
@@ -240,6 +240,7 @@ class Conv3dPlan(_NdPlan):
 
     def __init__(self, geometry: NdGeometry, algo: str) -> None:
         g = self.geometry = geometry
+        self._algo = algo
         self.output_shape = g.output_shape()
         lo, hi = g.pads[0]
         self._depth_padded = g.padding_mode != "zeros" and (lo, hi) != (0, 0)
@@ -307,6 +308,10 @@ class Conv3dPlan(_NdPlan):
             ("weight", weight, g.weight_shape(), "weight shape"), g.output_shape(), out, alpha,
             beta, num_threads)
         b = _g2.check_bias(bias, g.K, geom.dtype)
+        fast = depthwise_forward_ndhwc(geom, xa, w, b, out, alpha, beta, result_dtype,
+                                       self._algo, nthreads)  # as cconv.conv3d does
+        if fast is not None:
+            return fast
         return gather(geom, _PlanOps(self.plans_2d, nthreads), xa, w, b, g.output_shape(), out,
                       alpha, beta, result_dtype)
 

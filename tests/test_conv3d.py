@@ -473,3 +473,20 @@ def test_depthwise_ndhwc_forward_skips_what_it_does_not_cover(monkeypatch):
         assert_close(got if kw["layout"] == "NCDHW" else np.moveaxis(got, -1, 1), ref,
                      dtype=np.float64)
     assert not calls
+
+
+def test_plan_conv3d_runs_the_depthwise_ndhwc_kernel_too(monkeypatch):
+    from cconv import _simd
+    calls = []
+    real = _simd.depthwise.forward_ndhwc
+    monkeypatch.setattr(_simd.depthwise, "forward_ndhwc",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    x = rand(2, 6, 5, 7, 8)
+    w = rand(8, 1, 3, 3, 3)[:6]
+    xl = np.ascontiguousarray(to_channels_last(x))
+    plan = cconv.plan_conv3d(xl.shape, w.shape, padding=1, groups=6, layout="NDHWC",
+                             dtype=np.float64)
+    got = plan.forward(xl, w)
+    assert calls
+    assert_close(np.moveaxis(got, -1, 1), ref_conv(x, w, None, 1, ((1, 1),) * 3, 1, 6),
+                 dtype=np.float64)
