@@ -368,8 +368,10 @@ def depthwise_forward_ndhwc(geom: NdGeometry, x: Array, weight: Array, bias: Opt
     if algo not in ("auto", "depthwise") or not geom.groups == C == K:
         return None
     from ._simd import depthwise as kernels
-    xa = np.ascontiguousarray(_compute(x, geom))
     w = _compute(weight, geom)
+    if not np.isfinite(w).all():
+        return None  # the kernel skips taps in the padding: 0 * Inf must give NaN there
+    xa = np.ascontiguousarray(_compute(x, geom))
     # (K, 1, kD, R, S) or (kD, R, S, 1, K) -> (kD, R, S, C)
     wt = (np.ascontiguousarray(w[..., 0, :]) if channels_last(geom.weight_layout)
           else np.ascontiguousarray(np.moveaxis(w[:, 0], 0, -1)))
@@ -413,7 +415,33 @@ def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Option
 
     _accumulate(src_dm, sink.array, [(t.tap, t.inp, t.out) for t in spans], call, sink.beta0,
                 bias, alpha, cl)
+    if pad and not np.isfinite(w).all():
+        _padded_depth_nan(sink.array, w, geom, src_dm.shape[1], pad, cl)
     return sink.finish()
+
+
+def _padded_depth_nan(dst: Array, w: Array, geom: NdGeometry, depth: int, pad: int,
+                      cl: bool) -> None:
+    """NaN where a depth tap holding a non-finite weight meets the zero padding.
+
+    The tap loop skips depth slices outside the input (they are zeros), but by the
+    definition (and in PyTorch) a zero slice times an infinite or NaN weight adds NaN: every
+    pixel of output slice ``od`` of channel ``k`` when depth tap ``kd`` of ``k`` holds one."""
+    weight_cl = channels_last(geom.weight_layout)
+    for kd in range(geom.kernel[0]):
+        bad = ~np.isfinite(weight_tap(w, kd, geom.weight_layout))  # (R, S, C/g, K) / (K, C/g, R, S)
+        channels = np.flatnonzero(bad.any(axis=(0, 1, 2)) if weight_cl
+                                  else bad.any(axis=(1, 2, 3)))
+        if channels.size == 0:
+            continue
+        for od in range(dst.shape[1]):
+            i_d = od * geom.stride[0] + kd * geom.dilation[0] - pad
+            if 0 <= i_d < depth:
+                continue
+            if cl:
+                dst[:, od, ..., channels] = np.nan
+            else:
+                dst[:, od, channels] = np.nan
 
 
 def scatter(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optional[Array],

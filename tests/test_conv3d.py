@@ -494,3 +494,32 @@ def test_plan_conv3d_runs_the_depthwise_ndhwc_kernel_too(monkeypatch):
     assert calls
     assert_close(np.moveaxis(got, -1, 1), ref_conv(x, w, None, 1, ((1, 1),) * 3, 1, 6),
                  dtype=np.float64)
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+@pytest.mark.parametrize("layout, weight_layout, groups, stride, dilation", [
+    ("NDHWC", "OIDHW", 4, 1, 1),   # the one-kernel depthwise path must step aside
+    ("NDHWC", "DHWIO", 4, 1, 1),
+    ("NCDHW", "OIDHW", 1, 1, 1),   # the tap loop: depth slices in the padding
+    ("NCDHW", "DHWIO", 2, (2, 1, 1), (1, 1, 2)),
+    ("NDHWC", "OIDHW", 1, 1, (2, 1, 1)),
+])
+def test_a_non_finite_weight_meeting_zero_padding_gives_nan(bad, layout, weight_layout, groups,
+                                                           stride, dilation):
+    # zero padding is part of the input: a non-finite weight meeting it gives 0 * Inf = NaN,
+    # as in the reference and PyTorch, in the depth padding too (which the tap loop skips)
+    x = rand(1, 4, 3, 4, 5)
+    w = rand(4, 4 // groups, 3, 3, 3)
+    w[2, 0, 0, 1, 1] = bad
+    src = np.ascontiguousarray(to_channels_last(x)) if layout == "NDHWC" else x
+    wl = np.ascontiguousarray(weight_to_last(w)) if weight_layout == "DHWIO" else w
+    got = cconv.conv3d(src, wl, padding=2, groups=groups, stride=stride, dilation=dilation,
+                       layout=layout, weight_layout=weight_layout)
+    with np.errstate(invalid="ignore"):
+        ref = ref_conv(x, w, None, stride, ((2, 2),) * 3, dilation, groups)
+    got = np.moveaxis(got, -1, 1) if layout == "NDHWC" else got
+    assert np.isnan(ref).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    finite = np.isfinite(ref)
+    assert_close(np.where(finite, got, 0), np.where(finite, ref, 0), dtype=np.float64)
