@@ -78,7 +78,7 @@ def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], l
         else:
             out *= beta
         return out
-    if out is not None and out.dtype == dtype and not _overlaps(out, reads):
+    if out is not None and out.dtype == dtype and not overlaps(out, reads):
         compute(nchw(out, layout), alpha, beta)
         return out
     y = np.empty(shape, dtype)
@@ -92,8 +92,11 @@ def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], l
     return out
 
 
-def _overlaps(out: Array, reads: Sequence[Optional[Array]]) -> bool:
-    # may_share_memory compares address bounds only (cheap); a false alarm costs a copy.
+def overlaps(out: Array, reads: Sequence[Optional[Array]]) -> bool:
+    """Whether ``out`` may share memory with one of ``reads`` (None entries skipped): then a
+    kernel writing ``out`` while reading them needs the result computed apart.
+    ``numpy.may_share_memory`` compares address bounds only (cheap); a false alarm costs a
+    copy."""
     return any(a is not None and np.may_share_memory(out, a) for a in reads)
 
 

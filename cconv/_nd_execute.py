@@ -201,8 +201,7 @@ class Sink:
             # an ``out`` that may share memory with an operand (``reads``) is written only
             # at the end: the tap loop reads its operands while it accumulates
             self.direct = (cl and out.dtype == dtype and out.flags.c_contiguous
-                           and not any(a is not None and np.may_share_memory(out, a)
-                                       for a in reads))
+                           and not _execute.overlaps(out, reads))
         else:
             self.direct = cl and result_dtype == dtype
         if self.direct:
@@ -376,24 +375,13 @@ def depthwise_forward_ndhwc(geom: NdGeometry, x: Array, weight: Array, bias: Opt
     wt = (np.ascontiguousarray(w[..., 0, :]) if channels_last(geom.weight_layout)
           else np.ascontiguousarray(np.moveaxis(w[:, 0], 0, -1)))
     b = _compute(bias, geom) if bias is not None else np.zeros(0, geom.dtype)
-    shape = geom.output_shape()
-    direct = (out is not None and out.dtype == geom.dtype and out.flags.c_contiguous
-              and not any(np.may_share_memory(out, a) for a in (x, weight, bias)
-                          if a is not None))
-    y: Array = out if out is not None and direct else np.empty(shape, geom.dtype)
+    # NDHWC is its own depth-major order: the sink holds the result in place when it can
+    sink = Sink(out, geom.output_shape(), True, geom.dtype, result_dtype, beta,
+                (x, weight, bias))
     taps = np.empty((nthreads, 4 * int(np.prod(geom.kernel))), np.int64)
-    kernels.forward_ndhwc(xa, wt, y, b, geom.stride, geom.dilation,
-                          tuple(lo for lo, _ in geom.pads), alpha, beta if direct else 0.0,
-                          taps, nthreads)
-    if out is None:
-        return y.astype(result_dtype, copy=False)
-    if direct:
-        return y
-    if beta == 0:
-        out[...] = y
-    else:
-        out[...] = y + beta * out.astype(geom.dtype)
-    return out
+    kernels.forward_ndhwc(xa, wt, sink.array, b, geom.stride, geom.dilation,
+                          tuple(lo for lo, _ in geom.pads), alpha, sink.beta0, taps, nthreads)
+    return sink.finish()
 
 
 def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optional[Array],

@@ -412,6 +412,17 @@ def test_nd_benchmark_suite_times_every_layout_and_agrees_with_torch():
 
 # -- depthwise NDHWC forward: the depth taps in the depthwise kernel's registers ---------------
 
+@pytest.fixture
+def ndhwc_calls(monkeypatch):
+    """A list that grows by one per call of the 3-D depthwise NDHWC kernel."""
+    from cconv import _simd
+    calls = []
+    real = _simd.depthwise.forward_ndhwc
+    monkeypatch.setattr(_simd.depthwise, "forward_ndhwc",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
 DEPTHWISE_3D_CASES = [
     # N, C, (D, H, W), kernel, stride, dilation, padding (begin, end per axis)
     (2, 8, (5, 6, 7), (3, 3, 3), (1, 1, 1), (1, 1, 1), ((1, 1), (1, 1), (1, 1))),
@@ -428,13 +439,8 @@ DEPTHWISE_3D_CASES = [
 
 @pytest.mark.parametrize("case", DEPTHWISE_3D_CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
-def test_depthwise_ndhwc_forward_sums_depth_taps_in_one_kernel(case, dtype, monkeypatch):
-    from cconv import _simd
+def test_depthwise_ndhwc_forward_sums_depth_taps_in_one_kernel(case, dtype, ndhwc_calls):
     N, C, spatial, kernel, stride, dilation, pads = case
-    calls = []
-    real = _simd.depthwise.forward_ndhwc
-    monkeypatch.setattr(_simd.depthwise, "forward_ndhwc",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
     x = rand(N, C, *spatial)
     w = rand(C, 1, *kernel)
     b = rand(C)
@@ -442,7 +448,7 @@ def test_depthwise_ndhwc_forward_sums_depth_taps_in_one_kernel(case, dtype, monk
     xl = np.ascontiguousarray(to_channels_last(x)).astype(dtype)
     got = cconv.conv3d(xl, w.astype(dtype), b.astype(dtype), stride=stride, padding=pads,
                        dilation=dilation, groups=C, layout="NDHWC")
-    assert calls, "the 3-D depthwise kernel did not run"
+    assert ndhwc_calls, "the 3-D depthwise kernel did not run"
     assert got.dtype == dtype
     assert_close(np.moveaxis(got, -1, 1), ref, dtype=dtype)
     # out / alpha / beta, and the same numbers with the DHWIO weight layout
@@ -457,13 +463,8 @@ def test_depthwise_ndhwc_forward_sums_depth_taps_in_one_kernel(case, dtype, monk
                  dtype=dtype)
 
 
-def test_depthwise_ndhwc_forward_skips_what_it_does_not_cover(monkeypatch):
+def test_depthwise_ndhwc_forward_skips_what_it_does_not_cover(ndhwc_calls):
     # a channel multiplier, NCDHW, a padding mode and algo="direct" stay on the tap loop
-    from cconv import _simd
-    calls = []
-    real = _simd.depthwise.forward_ndhwc
-    monkeypatch.setattr(_simd.depthwise, "forward_ndhwc",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
     x = rand(1, 4, 4, 5, 6)
     xl = np.ascontiguousarray(to_channels_last(x))
     for w, kw in [(rand(8, 1, 3, 3, 3), dict(layout="NDHWC")),
@@ -476,22 +477,17 @@ def test_depthwise_ndhwc_forward_skips_what_it_does_not_cover(monkeypatch):
         ref = ref_conv(x, w, None, 1, ((1, 1),) * 3, 1, 4, mode=mode)
         assert_close(got if kw["layout"] == "NCDHW" else np.moveaxis(got, -1, 1), ref,
                      dtype=np.float64)
-    assert not calls
+    assert not ndhwc_calls
 
 
-def test_plan_conv3d_runs_the_depthwise_ndhwc_kernel_too(monkeypatch):
-    from cconv import _simd
-    calls = []
-    real = _simd.depthwise.forward_ndhwc
-    monkeypatch.setattr(_simd.depthwise, "forward_ndhwc",
-                        lambda *a, **k: calls.append(1) or real(*a, **k))
+def test_plan_conv3d_runs_the_depthwise_ndhwc_kernel_too(ndhwc_calls):
     x = rand(2, 6, 5, 7, 8)
     w = rand(8, 1, 3, 3, 3)[:6]
     xl = np.ascontiguousarray(to_channels_last(x))
     plan = cconv.plan_conv3d(xl.shape, w.shape, padding=1, groups=6, layout="NDHWC",
                              dtype=np.float64)
     got = plan.forward(xl, w)
-    assert calls
+    assert ndhwc_calls
     assert_close(np.moveaxis(got, -1, 1), ref_conv(x, w, None, 1, ((1, 1),) * 3, 1, 6),
                  dtype=np.float64)
 
