@@ -310,9 +310,10 @@ def test_nchw_kernels_refuse_padding_maps_outside_the_plane():
     y = np.empty((1, 2, 6, 7), np.float32)
 
     def run(rs, cs):
-        kernels.forward_nchw(x, w.reshape(2, -1), y, np.empty(0, np.float32), taps, 2, 1, 1,
-                             rs, cs, pl, value, rows, lay.Wq, lay.NR, lay.NV, band, 1.0, 0.0,
-                             np.empty((1, size), np.float32), 1)
+        kernels.forward_nchw(x, lay.forward_weight(w), y, np.empty(0, np.float32), taps, 2,
+                             1, 1, rs, cs, pl, value, rows, lay.Wq, lay.fwd_NR, lay.fwd_NV,
+                             band, 1.0, 0.0, np.empty((1, size), np.float32), 1,
+                             column_rows=3 if lay.columns else 0)
 
     run(row_src, col_src)  # the algorithm's own maps pass
     np.testing.assert_allclose(y, cconv.conv2d(x, w, padding=1, groups=2,

@@ -1,0 +1,94 @@
+"""The NCHW column kernel of the depthwise algorithm (filters of 3 or more rows at row stride
+and dilation 1: each loaded input row feeds every output row of a 4-row block it reaches)
+against the float64 reference: forward and backward-data over random shapes, with partial
+row blocks, partial column blocks, bands, column strides and dilations, several channels
+per group, bias and the alpha / beta epilogue."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cconv
+from cconv.algorithms.depthwise import DepthwiseConvolution
+from support.checks import assert_close
+from support.reference import ref_backward_data, ref_conv2d
+
+
+@st.composite
+def column_cases(draw):
+    groups = draw(st.integers(1, 3))
+    cg = draw(st.integers(1, 4))
+    kg = draw(st.integers(1, 3))
+    R = draw(st.integers(3, 9))
+    S = draw(st.integers(1, 7))
+    sw, dw = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    pads = ((draw(st.integers(0, R - 1)), draw(st.integers(0, R - 1))),
+            (draw(st.integers(0, 3)), draw(st.integers(0, 3))))
+    H = draw(st.integers(max(1, R - sum(pads[0])), 40))
+    W = draw(st.integers(max(1, (S - 1) * dw + 1 - sum(pads[1])), 150))
+    return dict(N=draw(st.integers(1, 2)), C=groups * cg, K=groups * kg, groups=groups,
+                H=H, W=W, R=R, S=S, stride=(1, sw), dilation=(1, dw), pads=pads,
+                dtype=draw(st.sampled_from([np.float32, np.float64])),
+                threads=draw(st.sampled_from([1, 3])), seed=draw(st.integers(0, 2**16)))
+
+
+def _geometry_and_operands(case):
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal((case["N"], case["C"], case["H"], case["W"]))
+    w = rng.standard_normal((case["K"], case["C"] // case["groups"], case["R"], case["S"]))
+    kw = dict(stride=case["stride"], dilation=case["dilation"], padding=case["pads"],
+              groups=case["groups"])
+    geom = cconv.plan_conv2d(x.shape, w.shape, dtype=case["dtype"], **kw).geometry
+    return geom, x, w, kw
+
+
+@settings(max_examples=60, deadline=None)
+@given(column_cases())
+def test_column_kernel_forward_matches_reference(case):
+    geom, x, w, kw = _geometry_and_operands(case)
+    layout = DepthwiseConvolution.for_geometry(geom)._nchw
+    assert layout.columns, "the case must run on the column kernel"
+    dtype = case["dtype"]
+    rkw = dict(stride=kw["stride"], dilation=kw["dilation"], pads=kw["padding"],
+               groups=kw["groups"])
+    bias = np.random.default_rng(1).standard_normal(case["K"])
+    y_ref = ref_conv2d(x, w, bias, **rkw)
+    y = cconv.conv2d(x.astype(dtype), w.astype(dtype), bias.astype(dtype), algo="depthwise",
+                     num_threads=case["threads"], **kw)
+    assert_close(y, y_ref, dtype, what="forward")
+    # the epilogue: out = alpha * conv + beta * out
+    out = np.random.default_rng(2).standard_normal(y_ref.shape).astype(dtype)
+    expected = 0.5 * y_ref + -2.0 * out
+    cconv.conv2d(x.astype(dtype), w.astype(dtype), bias.astype(dtype), algo="depthwise",
+                 out=out, alpha=0.5, beta=-2.0, num_threads=case["threads"], **kw)
+    assert_close(out, expected, dtype, what="forward alpha/beta")
+
+
+@settings(max_examples=60, deadline=None)
+@given(column_cases(), st.integers(1, 3))
+def test_column_kernel_backward_data_matches_reference(case, sh):
+    case = dict(case, stride=(sh, case["stride"][1]))
+    geom, x, w, kw = _geometry_and_operands(case)
+    layout = DepthwiseConvolution.for_geometry(geom)._nchw
+    assert layout.columns_bd, "the case must run on the column kernel"
+    dtype = case["dtype"]
+    rkw = dict(stride=kw["stride"], dilation=kw["dilation"], pads=kw["padding"],
+               groups=kw["groups"])
+    gy = np.random.default_rng(3).standard_normal(ref_conv2d(x, w, **rkw).shape)
+    dx = cconv.conv2d_backward_data(gy.astype(dtype), w.astype(dtype), x.shape,
+                                    algo="depthwise", num_threads=case["threads"], **kw)
+    assert_close(dx, ref_backward_data(gy, w, x.shape, **rkw), dtype, what="backward_data")
+
+
+def test_column_kernel_bands_do_not_change_the_arithmetic():
+    """One large plane cut into bands (three threads) and whole (one thread): the same
+    arithmetic, bit for bit."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 1, 301, 203)).astype(np.float32)
+    w = rng.standard_normal((1, 1, 5, 5)).astype(np.float32)
+    one = cconv.conv2d(x, w, padding=2, algo="depthwise", num_threads=1)
+    three = cconv.conv2d(x, w, padding=2, algo="depthwise", num_threads=3)
+    assert np.array_equal(one, three)
+    assert_close(one, ref_conv2d(x.astype(np.float64), w.astype(np.float64),
+                           pads=((2, 2), (2, 2))),
+                 np.float32)
