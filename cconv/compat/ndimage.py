@@ -50,7 +50,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from ._scipy_common import assign, cast, correlate_planes
+from ._scipy_common import assign, cast, correlate_in_strips, correlate_planes
 
 __all__ = ["correlate", "convolve"]
 
@@ -347,9 +347,19 @@ def _run(x: Array, w: Array, out: Array, spatial: List[int], origins: List[int],
 
     dtype = _compute_dtype(x.dtype, out.dtype)
     xt = np.transpose(x, order)
-    x4 = cast(xt.reshape(plane_shape), dtype, num_threads)
     kernel = np.transpose(w, order).reshape(lengths[0], lengths[1]).astype(dtype)
     out_t = np.transpose(out, order)
+    if x.dtype != dtype or out.dtype != dtype:  # a conversion: strip by strip
+        x_planes = xt.reshape(plane_shape)
+        out4 = _reshape_view(out_t, x_planes.shape)
+        if out4 is not None and not np.may_share_memory(x, out):
+            def store(first: int, sums: Array) -> None:
+                _store(out4[:, :, first:first + sums.shape[2]], sums, num_threads)
+
+            if correlate_in_strips(x_planes, kernel, pads, mode, value, dtype, store,
+                                   num_threads):
+                return
+    x4 = cast(xt.reshape(plane_shape), dtype, num_threads)
 
     direct = None
     if out.dtype == dtype and not np.may_share_memory(x, out):

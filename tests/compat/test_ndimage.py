@@ -329,6 +329,50 @@ def test_large_images_convert_in_parallel_blocks_as_scipy_does(dtype, out):
                        sums=sums)
 
 
+def _in_strips(mp, strip_elements):
+    """Make the front end convert in strips of ``strip_elements``; returns the count of
+    calls that went through strips."""
+    from cconv.compat import _scipy_common
+
+    calls = {"strips": 0}
+    original = _scipy_common.correlate_in_strips
+
+    def counted(*args, **kwargs):
+        done = original(*args, **kwargs)
+        calls["strips"] += bool(done)
+        return done
+
+    mp.setattr(_scipy_common, "STRIP_ELEMENTS", strip_elements)
+    mp.setattr(cn, "correlate_in_strips", counted)
+    return calls
+
+
+@settings(max_examples=EXAMPLES // 2)
+@given(cases())
+def test_conversions_in_strips_match_scipy(c):
+    """With strips of a few rows, a conversion (integer input or output, float64 sums of
+    float32) runs strip by strip, padding rows taken by index in every mode: SciPy's
+    results."""
+    c = dict(c, dtype=np.uint16 if c["dtype"] in (np.float32, np.float64) else c["dtype"])
+    with pytest.MonkeyPatch.context() as mp:
+        _in_strips(mp, 8)
+        run_both(c, "correlate")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tall_image_converts_in_strips(mode):
+    rng = np.random.default_rng(11)
+    x = values(rng, (2, 41, 13), np.uint16)
+    w = rng.standard_normal((7, 4))
+    with pytest.MonkeyPatch.context() as mp:
+        calls = _in_strips(mp, 2 * 13 * 5)  # strips of 5 rows
+        got = cn.correlate(x, w, mode=mode, cval=3.5, origin=(1, -1), axes=(1, 2))
+    assert calls["strips"] == 1
+    assert_matches(got, ndi.correlate(x, w, mode=mode, cval=3.5, origin=(1, -1), axes=(1, 2)),
+                   sums=ndi.correlate(x, w, output=np.float64, mode=mode, cval=3.5,
+                                      origin=(1, -1), axes=(1, 2)))
+
+
 def test_empty_input_and_empty_weights():
     for x, w in ((np.ones((0, 3)), np.ones((2, 3))), (np.arange(5.0), np.ones((3, 0))),
                  (np.array(3.0), np.array(2.0))):
