@@ -3,7 +3,8 @@
 Both ``scipy.ndimage`` and ``scipy.signal`` filter an image whose outside is defined by a
 boundary rule.  Here that image is always a stack of single-channel planes (N, 1, H, W) filtered
 by one (R, S) kernel with explicit per-side padding, so it is one :func:`cconv.conv2d` call with
-``padding_mode``.  Where a rule asks for more padding than the core takes for that mode (a
+``padding_mode`` (a stack of volumes (N, 1, D, H, W) and a 3-D kernel: one :func:`cconv.conv3d`
+call).  Where a rule asks for more padding than the core takes for that mode (a
 kernel larger than the image), the axis is extended here by index arithmetic that follows
 SciPy's rules, which stay periodic for any amount of padding, and the core gets no padding on
 that axis.
@@ -26,10 +27,11 @@ __all__ = ["PADDING_MODES", "Pads", "core_max_pad", "correlate_in_strips", "corr
 
 PADDING_MODES = ("zeros", "constant", "reflect", "symmetric", "replicate", "circular")
 
-Pads = Tuple[Tuple[int, int], Tuple[int, int]]
+Pads = Tuple[Tuple[int, int], ...]
 
-# The core's functions carry no annotations; one typed name for the call made here.
+# The core's functions carry no annotations; typed names for the calls made here, by rank.
 _conv2d: Callable[..., npt.NDArray[Any]] = _cc.conv2d
+_conv3d: Callable[..., npt.NDArray[Any]] = _cc.conv3d
 
 
 def extend_indices(n: int, before: int, after: int, mode: str) -> npt.NDArray[np.intp]:
@@ -126,15 +128,15 @@ def core_max_pad(mode: str, n: int) -> Optional[int]:
 def correlate_planes(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pads, mode: str,
                      value: float, num_threads: Optional[int],
                      out: Optional[npt.NDArray[Any]] = None) -> npt.NDArray[Any]:
-    """Cross-correlate every plane of ``x`` with ``kernel`` on the extended image.
+    """Cross-correlate every plane (or volume) of ``x`` with ``kernel`` on the extended image.
 
     Parameters
     ----------
-    x : ndarray, shape (N, 1, H, W)
+    x : ndarray, shape (N, 1, H, W) or (N, 1, D, H, W)
         float32 or float64; any strides.
-    kernel : ndarray, shape (R, S)
+    kernel : ndarray, shape (R, S) or (T, R, S)
         Same dtype as ``x``.
-    pads : ((top, bottom), (left, right))
+    pads : ((top, bottom), (left, right)), with (front, back) first for volumes
         Samples added on each side before the valid correlation.
     mode : str
         One of :data:`PADDING_MODES`.
@@ -143,31 +145,32 @@ def correlate_planes(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pads, 
     num_threads : int or None
         Threads for the core call (None: cconv's setting).
     out : ndarray, optional
-        (N, 1, H + top + bottom - R + 1, W + left + right - S + 1) of ``x``'s dtype; receives
-        the result.
+        (N, 1, H + top + bottom - R + 1, W + left + right - S + 1) of ``x``'s dtype (and the
+        depth likewise for volumes); receives the result.
 
     Returns
     -------
-    ndarray, shape (N, 1, OH, OW)
+    ndarray, shape (N, 1, OH, OW) or (N, 1, OD, OH, OW)
         ``out`` when given.
     """
     pad_list = [tuple(p) for p in pads]
-    for i, axis in enumerate((2, 3)):
+    for i, axis in enumerate(range(2, x.ndim)):
         before, after = pad_list[i]
         limit = core_max_pad(mode, x.shape[axis])
         if limit is not None and max(before, after) > limit:
             x = pad_axis(x, axis, before, after, mode, value)
             pad_list[i] = (0, 0)
-    padding = (pad_list[0], pad_list[1])
+    padding = tuple(pad_list)
     if mode == "constant" and value == 0.0:
         mode = "zeros"
     kw: dict[str, Any] = {}
-    if padding != ((0, 0), (0, 0)) and mode != "zeros":
+    if any(p != (0, 0) for p in padding) and mode != "zeros":
         kw["padding_mode"] = mode
         if mode == "constant":
             kw["padding_value"] = value
-    return _conv2d(x, kernel[np.newaxis, np.newaxis], padding=padding, out=out,
-                   num_threads=num_threads, **kw)
+    conv = _conv3d if x.ndim == 5 else _conv2d
+    return conv(x, kernel[np.newaxis, np.newaxis], padding=padding, out=out,
+                num_threads=num_threads, **kw)
 
 
 # Below this many elements a conversion is not worth splitting over threads.
@@ -279,9 +282,11 @@ def correlate_in_strips(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pad
     Returns
     -------
     bool
-        False, having done nothing, where strips do not pay: an image of fewer than two
-        strips.
+        False, having done nothing, where strips do not pay (an image of fewer than two
+        strips) or are not built (volumes).
     """
+    if x.ndim != 4:
+        return False
     N, _, H, W = x.shape
     R, S = kernel.shape
     (top, bottom), horizontal = pads

@@ -36,8 +36,9 @@ What is kept from SciPy, rule for rule:
 
 Beyond SciPy: ``num_threads`` (threads for the core; default :func:`cconv.get_num_threads`).
 
-Limits: at most two axes may have a weight extent above 1 (N-D filtering needs a 3-D
-convolution, which cconv does not have yet): NotImplementedError.
+Inputs of any rank; at most three axes may have a weight extent above 1 (one, two or three
+filtered axes run on :func:`cconv.conv2d` or :func:`cconv.conv3d`, the other axes being the
+batch): more is a NotImplementedError.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def correlate(input: npt.ArrayLike, weights: npt.ArrayLike, output: Any = None,
     ValueError
         Origin out of range, bad ``axes``.
     NotImplementedError
-        More than two axes with a weight extent above 1.
+        More than three axes with a weight extent above 1.
     """
     return _filter(input, weights, output, mode, cval, origin, axes, num_threads, False)
 
@@ -327,27 +328,29 @@ def _filter(input: Any, weights: Any, output: Any, mode: Any, cval: Any, origin:
         out[...] = 0
         return out
     spatial = [ax for ax in range(x.ndim) if w.shape[ax] > 1]
-    if len(spatial) > 2:
+    if len(spatial) > 3:
         raise NotImplementedError(
-            f"weights of shape {w.shape} filter {len(spatial)} axes; filtering more than two "
-            "axes needs a 3-D convolution, which cconv does not have yet")
+            f"weights of shape {w.shape} filter {len(spatial)} axes; cconv's convolutions "
+            "filter at most three (conv1d, conv2d, conv3d)")
     _run(x, w, out, spatial, origins_i, core_mode, value, num_threads)
     return out
 
 
 def _run(x: Array, w: Array, out: Array, spatial: List[int], origins: List[int],
          mode: str, value: float, num_threads: Optional[int]) -> None:
-    """Filter: the other axes become the batch of one core call on (N, 1, H, W) planes."""
+    """Filter: the other axes become the batch of one core call on (N, 1, H, W) planes, or
+    (N, 1, D, H, W) volumes where three axes are filtered."""
+    rank = max(2, len(spatial))
     order = [ax for ax in range(x.ndim) if ax not in spatial] + spatial
-    lengths = [1] * (2 - len(spatial)) + [w.shape[ax] for ax in spatial]
-    sizes = [1] * (2 - len(spatial)) + [x.shape[ax] for ax in spatial]
-    befores = [0] * (2 - len(spatial)) + [w.shape[ax] // 2 + origins[ax] for ax in spatial]
-    pads = ((befores[0], lengths[0] - 1 - befores[0]), (befores[1], lengths[1] - 1 - befores[1]))
-    plane_shape = (-1, 1, sizes[0], sizes[1])
+    lengths = [1] * (rank - len(spatial)) + [w.shape[ax] for ax in spatial]
+    sizes = [1] * (rank - len(spatial)) + [x.shape[ax] for ax in spatial]
+    befores = [0] * (rank - len(spatial)) + [w.shape[ax] // 2 + origins[ax] for ax in spatial]
+    pads = tuple((b, n - 1 - b) for b, n in zip(befores, lengths))
+    plane_shape = (-1, 1, *sizes)
 
     dtype = _compute_dtype(x.dtype, out.dtype)
     xt = np.transpose(x, order)
-    kernel = np.transpose(w, order).reshape(lengths[0], lengths[1]).astype(dtype)
+    kernel = np.transpose(w, order).reshape(lengths).astype(dtype)
     out_t = np.transpose(out, order)
     if x.dtype != dtype or out.dtype != dtype:  # a conversion: strip by strip
         x_planes = xt.reshape(plane_shape)
