@@ -40,7 +40,7 @@ Kernels: ``cconv/_kernels/_depthwise.pyx.tp``.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -117,6 +117,7 @@ class _NchwLayout:
         sw, (dh, dw) = g.stride[1], g.dilation
         (pt, pb), (pl, pr) = g.pads
         self.geom, self.vl = g, vl
+        self._bands: Dict[Tuple[str, int], Tuple[int, int, Taps, int]] = {}
         # forward / backward-weight: the padded, phase-split input plane
         self.NR, self.NV = _block_shape(g.OW, vl)
         self.columns = g.stride[0] == 1 and dh == 1 and g.R >= 3
@@ -174,7 +175,15 @@ class _NchwLayout:
         return out_rows if rows >= out_rows else rows
 
     def forward_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
-        """(band, rows, tap offsets, scratch elements per thread) of the forward kernel."""
+        """(band, rows, tap offsets, scratch elements per thread) of the forward kernel
+        (computed once per thread count: a small call's time is mostly such bookkeeping)."""
+        key = ("forward", nthreads)
+        if key not in self._bands:
+            self._bands[key] = self._forward_band(nthreads)
+            self._bands[key][2].setflags(write=False)  # shared by every call
+        return self._bands[key]
+
+    def _forward_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
         g = self.geom
         item = g.dtype.itemsize
         band = self.band(g.N * g.K, g.OH, self.fwd_NR, nthreads,
@@ -188,7 +197,15 @@ class _NchwLayout:
         return band, rows, taps.astype(np.int64), g.Cg * channel
 
     def backward_data_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
-        """(band, rows, tap offsets, scratch elements per thread) of backward-data."""
+        """(band, rows, tap offsets, scratch elements per thread) of backward-data (computed
+        once per thread count)."""
+        key = ("backward_data", nthreads)
+        if key not in self._bands:
+            self._bands[key] = self._backward_data_band(nthreads)
+            self._bands[key][2].setflags(write=False)  # shared by every call
+        return self._bands[key]
+
+    def _backward_data_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
         g = self.geom
         dh, dw = g.dilation
         band = self.band(g.N * g.C, g.H, self.NR_bd, nthreads, g.Kg * self.Wb * g.dtype.itemsize,
