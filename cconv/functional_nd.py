@@ -3,8 +3,11 @@
 Each function validates its arguments into an ``NdGeometry`` (``_nd_geometry``; messages
 speak of the caller's rank and layouts), then runs the problem on the 2-D machinery
 (``_nd_execute``): 1-D as 2-D with a height of 1 (views, no copies), 3-D as a loop over
-depth taps, each a 2-D convolution of a batch of depth slices.  Transposed convolution is
-the data gradient of the convolution it transposes, as in 2-D.
+depth taps, each a 2-D convolution of a batch of depth slices, or (forward and stride-1
+data gradient, zero padding, where ``auto`` measured it faster or for ``algo="direct"``) on
+the direct tile kernels with the depth taps folded into their reduction
+(``algorithms.direct_volume``).  Transposed convolution is the data gradient of the
+convolution it transposes, as in 2-D.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from . import algorithms as _algorithms_module
 from . import functional as _functional_module
 from ._nd_execute import (FunctionalOps, depthwise_forward_ndhwc, drop, gather, keywords_2d,
                           lift, lift_shape, reduce, scatter, tap_geometry_2d)
+from .algorithms import direct_volume
+from .algorithms.direct_volume import folds_depth
 from ._nd_geometry import (LAYOUTS, NdGeometry, check_grad_out, check_shape,
                            check_transpose_grad_out, make_nd_geometry,
                            make_nd_transpose_geometry)
@@ -111,6 +116,8 @@ def _conv(rank: int, x: Any, weight: Any, bias: Any, kw: Dict[str, Any], algo: A
                                    nthreads)
     if fast is not None:
         return fast
+    if folds_depth(geom, algo, "forward"):
+        return direct_volume.forward(geom, xa, w, b, out, alpha, beta, result_dtype, nthreads)
     return gather(geom, FunctionalOps(geom, False, algo, nthreads), xa, w, b,
                   geom.output_shape(), out, alpha, beta, result_dtype)
 
@@ -131,6 +138,11 @@ def _conv_backward_data(rank: int, grad_out: Any, weight: Any, input_shape: Any,
                                      out=lift(out, lay), alpha=alpha, beta=beta, algo=algo,
                                      num_threads=nthreads, **keywords_2d(geom))
         return _lifted(r, out, lay)
+    if folds_depth(geom, algo, "backward_data"):
+        folded = direct_volume.backward_data(geom, dy, w, out, alpha, beta, result_dtype,
+                                             nthreads)
+        if folded is not None:
+            return folded
     return scatter(geom, FunctionalOps(geom, False, algo, nthreads), dy, w, None, out, alpha,
                    beta, result_dtype)
 
@@ -588,7 +600,9 @@ def conv3d(x: Any, weight: Any, bias: Any = None, *, stride: IntOrInts = 1, padd
 
     Runs as a loop over the kernel's depth taps, each a 2-D convolution (the algorithm
     ``algo`` or the 2-D dispatcher picks) of a batch of input depth slices, accumulated into
-    the output depth slices.
+    the output depth slices; or, with zero padding, for ``algo="direct"`` and where
+    ``"auto"`` measured it faster, on the direct tile kernels with every depth tap in their
+    reduction (the volume packed once, each output written once).
 
     Parameters
     ----------

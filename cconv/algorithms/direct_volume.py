@@ -1,0 +1,244 @@
+"""3-D direct convolution with the depth taps folded into the tile kernels' reduction.
+
+The depth-tap loop (``cconv._nd_execute``) runs a 3-D convolution as one 2-D call per depth
+tap, each packing its batch of input slices and reading and writing the whole output: a
+volume is packed once per depth tap and the output crosses memory once per tap.  Here the
+volume is packed once and every output element sums all its ``Cg * T * R * S`` products in
+the register tiles of ``cconv/_kernels/_tiles.pyx.tp``, written once through their
+epilogue.  The tile kernels walk offset tables, so a third spatial axis is only more
+offsets:
+
+* the packed input is ``[Dp][N][G][Cb][Hp][Wp][CB]``: the 2-D packed layout of each
+  zero-padded depth slice (``cconv._kernels._layout.pack_input`` on the slice's 4-D view),
+  the ``Dp = D + front + back`` slices one after another, the padding slices zero;
+* a reduction step ``(cb, t, r, s, c)`` reads offset ``cb*plane + t*dd*slice +
+  (r*dh*Wp + s*dw)*CB + c`` and an output pixel ``(od, oh, ow)`` starts at ``od*sd*slice +
+  (oh*sh*Wp + ow*sw)*CB`` (``slice`` = elements per packed depth slice, ``plane`` = per
+  channel block of one slice);
+* the weight is packed as the 2-D forward weight of a (T*R) x S kernel: taps in (t, r, s)
+  order, the order of the reduction;
+* jobs write NCDHW or NDHWC results straight (``OD*OH*OW`` pixels per channel).
+
+Backward-data at unit stride is the forward of the output gradient with the flipped,
+channel-swapped weight and padding ``(k-1)*d - pad`` per side, so it runs here too (zero
+padding, finite weights, ``pad <= (k-1)*d``).  The weight gradient stays on the tap loop.
+Every output element is summed by one job in a fixed order: results do not depend on the
+thread count.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Optional
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _workspace
+from .._execute import overlaps
+from .._kernels import _layout
+from .._nd_geometry import NdGeometry, channels_last
+from .._simd import tiles
+from .direct_schedule import (OffsetTable, _broadcast_tile, _placement, channel_blocks,
+                              job_table, row_tiles)
+
+Array = npt.NDArray[Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class VolumePass:
+    """Jobs and buffer sizes of one folded 3-D forward (see the module docstring)."""
+
+    kind: str
+    jobs: npt.NDArray[np.int64]
+    table: npt.NDArray[np.int64]
+    Dp: int
+    Hp: int
+    Wp: int
+    CB: int
+    KB: int
+    slice_size: int
+    weight_size: int
+    col_stride: int
+
+
+def applies(geom: NdGeometry) -> bool:
+    """True for the 3-D problems the folded kernels run: zero padding, not depthwise (the
+    depthwise kernels have their own 3-D path)."""
+    return (geom.rank == 3 and geom.padding_mode == "zeros"
+            and not (geom.groups == geom.C and geom.Cg == 1))
+
+
+@functools.lru_cache(maxsize=64)
+def schedule(geom: NdGeometry, target: str) -> VolumePass:
+    """The jobs of ``geom``'s forward writing a contiguous ``target`` ("NCDHW" / "NDHWC")."""
+    vl, tile_rows = tiles.VECTOR_LENGTH[geom.dtype.name], tiles.TILE_ROWS
+    (pf, pk), (pt, pb), (pl, pr) = geom.pads
+    D, H, W = geom.spatial
+    T, R, S = geom.kernel
+    sd, sh, sw = geom.stride
+    dd, dh, dw = geom.dilation
+    OD, OH, OW = geom.out_spatial
+    Dp, Hp, Wp = D + pf + pk, H + pt + pb, W + pl + pr
+    G, Cg, Kg = geom.groups, geom.Cg, geom.Kg
+    kind, tile_rows, KB = _broadcast_tile(Kg, vl, tile_rows)
+    Cb, CB = channel_blocks(Cg)
+    Kb = -(-Kg // KB)
+    plane = Hp * Wp * CB
+    slice_size = geom.N * G * Cb * plane
+    t, r, s = np.meshgrid(np.arange(T), np.arange(R), np.arange(S), indexing="ij")
+    taps = (t * dd * slice_size + (r * dh * Wp + s * dw) * CB).ravel().astype(np.int64)
+    reduction = (np.arange(Cb)[:, None, None] * plane + taps[None, :, None]
+                 + np.arange(CB)[None, None, :]).ravel()
+    od, oh, ow = np.meshgrid(np.arange(OD), np.arange(OH), np.arange(OW), indexing="ij")
+    pixels = (od * sd * slice_size + (oh * sh * Wp + ow * sw) * CB).ravel().astype(np.int64)
+    npix = OD * OH * OW
+    starts, nrows = row_tiles(npix, tile_rows)
+    table = OffsetTable()
+    red = table.add(reduction)
+    rows = table.add(pixels)
+    n = np.arange(geom.N)[:, None, None, None]
+    grp = np.arange(G)[None, :, None, None]
+    kb = np.arange(Kb)[None, None, :, None]
+    place, scale, col_stride = _placement("NCHW" if target == "NCDHW" else "NHWC", n,
+                                          grp * Kg + kb * KB, np.minimum(KB, Kg - kb * KB),
+                                          geom.K, npix, KB, np.zeros(1, np.int64))
+    outs = table.add(np.arange(npix) * scale)
+    jobs = job_table(a=(n * G + grp) * Cb * plane, b=(grp * Kb + kb) * reduction.size * KB,
+                     red=red, length=reduction.size, rows=rows + starts, outs=outs + starts,
+                     nrows=nrows, **place)
+    return VolumePass(kind, jobs, table.array(), Dp, Hp, Wp, CB, KB, slice_size,
+                      G * Kb * Cb * T * R * S * CB * KB, col_stride)
+
+
+def _oidhw(weight: Array, geom: NdGeometry) -> Array:
+    """The weight as a contiguous (K, C/groups, T, R, S) array of the compute dtype."""
+    w = weight.astype(geom.dtype, copy=False)
+    if channels_last(geom.weight_layout):  # DHWIO
+        w = w.transpose(4, 3, 0, 1, 2)
+    return np.ascontiguousarray(w)
+
+
+def _slice_view(x: Array, d: int, cl: bool) -> Array:
+    """Depth slice ``d`` of a 5-D activation as a logical (N, C, H, W) view."""
+    return x[:, d].transpose(0, 3, 1, 2) if cl else x[:, :, d]
+
+
+def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
+            out: Optional[Array], alpha: float, beta: float, result_dtype: np.dtype[Any],
+            nthreads: int) -> Array:
+    """``alpha * (conv3d(x, weight) + bias) + beta * out`` of a validated problem
+    (:func:`applies`), in ``geom``'s layouts; ``out`` or a new array of ``result_dtype``."""
+    cl = geom.channels_last
+    target = "NDHWC" if cl else "NCDHW"
+    p = schedule(geom, target)
+    shape = geom.output_shape()
+    direct = (out is not None and out.dtype == geom.dtype and out.flags.c_contiguous
+              and not overlaps(out, (x, weight, bias)))
+    y = out if direct else np.empty(shape, geom.dtype)
+    assert y is not None
+    b = (np.zeros(0, geom.dtype) if bias is None
+         else np.ascontiguousarray(bias, dtype=geom.dtype))
+    w = _oidhw(weight, geom)
+    T, R, S = geom.kernel
+    xc = x.astype(geom.dtype, copy=False)
+    (pf, _), (pt, _), (pl, _) = geom.pads
+    run = getattr(tiles, f"run_jobs_{geom.dtype.name}")
+    with _workspace.scope() as ws:
+        packed_x = ws.empty(p.Dp * p.slice_size, geom.dtype)
+        slices = packed_x.reshape(p.Dp, p.slice_size)
+        D = geom.spatial[0]
+        slices[:pf] = 0
+        slices[pf + D:] = 0
+        for d in range(D):
+            _layout.pack_input(_slice_view(xc, d, cl), slices[pf + d], geom.groups, geom.Cg,
+                               geom.Cg, 1, p.CB, pt, pl, p.Hp, p.Wp, nthreads)
+        packed_w = ws.empty(p.weight_size, geom.dtype)
+        _layout.pack_weight(w.reshape(-1), packed_w, geom.groups, geom.Kg, geom.Cg, T * R * S,
+                            False, p.KB, p.CB, np.arange(T * R * S, dtype=np.intp), nthreads)
+        run(tiles.KINDS[p.kind], packed_x, packed_w, y.reshape(-1), p.jobs, p.table, nthreads,
+            p.col_stride, b, alpha, beta if direct else 0.0)
+    if direct:
+        return y
+    if out is None:
+        return y.astype(result_dtype, copy=False)
+    out[...] = y if beta == 0 else y + beta * out.astype(geom.dtype)
+    return out
+
+
+def backward_data_geometry(geom: NdGeometry) -> Optional[NdGeometry]:
+    """The forward problem whose result is ``geom``'s data gradient (the output gradient
+    correlated with the flipped, channel-swapped weight), or None where that does not hold
+    (stride above 1, or padding beyond ``(k-1)*d`` on a side)."""
+    if any(s != 1 for s in geom.stride):
+        return None
+    pads = tuple(((k - 1) * d - lo, (k - 1) * d - hi)
+                 for k, d, (lo, hi) in zip(geom.kernel, geom.dilation, geom.pads))
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        return None
+    return dataclasses.replace(geom, C=geom.K, K=geom.C, spatial=geom.out_spatial,
+                               pads=pads, weight_layout="OIDHW")
+
+
+def flipped_weight(weight: Array, geom: NdGeometry) -> Array:
+    """(C, K/groups, T, R, S): per group, the weight with input and output channels swapped
+    and every spatial axis reversed."""
+    w = _oidhw(weight, geom)
+    G, Kg, Cg = geom.groups, geom.Kg, geom.Cg
+    per_group = w.reshape(G, Kg, Cg, *geom.kernel)[..., ::-1, ::-1, ::-1]
+    return np.ascontiguousarray(per_group.transpose(0, 2, 1, 3, 4, 5)).reshape(
+        G * Cg, Kg, *geom.kernel)
+
+
+def backward_data(geom: NdGeometry, dy: Array, weight: Array, out: Optional[Array],
+                  alpha: float, beta: float, result_dtype: np.dtype[Any],
+                  nthreads: int) -> Optional[Array]:
+    """conv3d's data gradient as a folded forward (see :func:`backward_data_geometry`);
+    None where it does not apply (the caller runs the tap loop): a non-finite weight (the
+    correlation would multiply it by the zero padding where the definition, a scatter over
+    existing outputs, has no product)."""
+    inner = backward_data_geometry(geom)
+    if inner is None or not applies(inner):
+        return None
+    w = weight.astype(geom.dtype, copy=False)
+    if not np.isfinite(w).all():
+        return None
+    return forward(inner, dy, flipped_weight(w, geom), None, out, alpha, beta, result_dtype,
+                   nthreads)
+
+
+
+# Where ``algo="auto"`` runs the folded kernels instead of the depth-tap loop: unless the
+# tap loop's 2-D calls run BLAS (unpadded 1x1 slices) or Winograd with at least this many
+# channels per group on both sides.  Measured (AMD EPYC Zen 4, AVX-512, float32, forward,
+# milliseconds folded / tap loop with auto's 2-D choice, 1 and 2 threads): C3D's 3 -> 64
+# stem 16x112x112 43.7 / 93.1 and 34.7 / 62.6 (2-D: depthwise kernels); 64 -> 128 stride 2
+# 16x56x56 92.5 / 91.9 and 42.9 / 59.4 (direct); 32 channels dilation 2 on 32^3 20.1 / 27.0
+# and 11.6 / 19.7 (direct); a 3-D U-Net level, 32 channels on 64^3, 168 / 187 and 98 / 117
+# (Winograd); but 64 channels 16x56x56 249 / 202 and 144 / 116, 128 channels 8x28x28
+# 118 / 72 and 62 / 44 (Winograd).
+WINOGRAD_TAPS_FROM_CHANNELS = 64
+
+
+def preferred(geom: NdGeometry, op: str) -> bool:
+    """Whether ``algo="auto"`` runs pass ``op`` (forward or backward_data) of ``geom`` on
+    the folded kernels (:data:`WINOGRAD_TAPS_FROM_CHANNELS`)."""
+    from .. import _dispatch
+    from .._nd_execute import tap_geometry_2d
+
+    if not applies(geom):
+        return False
+    choice = _dispatch.heuristic(tap_geometry_2d(geom, geom.N), op)
+    if choice == "gemm":
+        return False
+    return not (choice == "winograd"
+                and min(geom.Cg, geom.Kg) >= WINOGRAD_TAPS_FROM_CHANNELS)
+
+
+def folds_depth(geom: NdGeometry, algo: str, op: str) -> bool:
+    """Whether a 3-D pass ``op`` with ``algo`` runs on the folded kernels: always for
+    ``"direct"`` where they apply, for ``"auto"`` where :func:`preferred`."""
+    if geom.rank != 3 or not applies(geom):
+        return False
+    return algo == "direct" or (algo == "auto" and preferred(geom, op))
