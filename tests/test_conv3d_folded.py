@@ -109,6 +109,8 @@ def test_auto_folds_where_measured_faster():
     assert direct_volume.preferred(geom(32, 32, (3, 3, 3), padding=1), "forward")
     assert not direct_volume.preferred(geom(64, 64, (3, 3, 3), padding=1), "forward")
     assert not direct_volume.preferred(geom(64, 64, (1, 1, 1)), "forward")
+    assert direct_volume.preferred(geom(32, 32, (3, 3, 3), padding=1), "backward_data")
+    assert not direct_volume.preferred(geom(3, 64, (3, 3, 3), padding=1), "backward_data")
     assert not direct_volume.applies(geom(8, 8, (3, 3, 3), padding=1, padding_mode="reflect"))
     depthwise = cconv.plan_conv3d((1, 8, 8, 16, 16), (8, 1, 3, 3, 3), groups=8).geometry
     assert not direct_volume.applies(depthwise)

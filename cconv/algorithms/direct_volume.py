@@ -217,7 +217,10 @@ def backward_data(geom: NdGeometry, dy: Array, weight: Array, out: Optional[Arra
 # 16x56x56 92.5 / 91.9 and 42.9 / 59.4 (direct); 32 channels dilation 2 on 32^3 20.1 / 27.0
 # and 11.6 / 19.7 (direct); a 3-D U-Net level, 32 channels on 64^3, 168 / 187 and 98 / 117
 # (Winograd); but 64 channels 16x56x56 249 / 202 and 144 / 116, 128 channels 8x28x28
-# 118 / 72 and 62 / 44 (Winograd).
+# 118 / 72 and 62 / 44 (Winograd).  The data gradient likewise (32 channels dilation 2: 21.3
+# / 29.4 and 14.9 / 27.6; U-Net level 159 / 208 and 86 / 110; 64 channels 248 / 184 and 117 /
+# 84), except with few input channels, whose gradient the depthwise kernels compute on the
+# tap loop: the C3D stem's 173 / 111 and 97 / 98.
 WINOGRAD_TAPS_FROM_CHANNELS = 64
 
 
@@ -230,7 +233,7 @@ def preferred(geom: NdGeometry, op: str) -> bool:
     if not applies(geom):
         return False
     choice = _dispatch.heuristic(tap_geometry_2d(geom, geom.N), op)
-    if choice == "gemm":
+    if choice == "gemm" or (choice == "depthwise" and op == "backward_data"):
         return False
     return not (choice == "winograd"
                 and min(geom.Cg, geom.Kg) >= WINOGRAD_TAPS_FROM_CHANNELS)
