@@ -50,7 +50,7 @@ def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
     if not (0 <= c0 <= c1 <= W) or (c1 > c0 and (c0 + shift < 0 or c1 + shift > src.shape[2])):
         raise ValueError(f"interior columns [{c0}, {c1}) + {shift} do not fit")
     run = (c1 - c0) * L
-    for job in prange(B * H, nogil=True, schedule="static", num_threads=num_threads):
+    for job in prange(B * H, nogil=True, schedule="dynamic", num_threads=num_threads):
         b = job // H
         r = job - b * H
         skip = 0
@@ -98,7 +98,7 @@ def pad_copy(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
     cdef const real *row
     if B == 0 or H == 0 or W == 0 or L == 0:
         return
-    for job in prange(B * H, nogil=True, schedule="static", num_threads=num_threads):
+    for job in prange(B * H, nogil=True, schedule="dynamic", num_threads=num_threads):
         b = job // H
         r = job - b * H
         out = &dst[b, r, 0, 0]

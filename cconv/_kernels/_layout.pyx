@@ -276,7 +276,7 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
     cdef Py_ssize_t sn = x.strides[0], sc = x.strides[1], sh = x.strides[2], sw = x.strides[3]
     cdef real *dst = &packed[0]
     with nogil:
-        for i in prange(planes, num_threads=num_threads, schedule="static"):
+        for i in prange(planes, num_threads=num_threads, schedule="dynamic"):
             b = i % nblocks
             grp = (i // nblocks) % groups
             n = i // (nblocks * groups)
@@ -379,7 +379,7 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
         # Tiled transpose: a task is 64 pixels of one channel block.
         with nogil:
             for i in prange(N * groups * nblocks * chunks, num_threads=num_threads,
-                            schedule="static"):
+                            schedule="dynamic"):
                 c = i % chunks
                 kb = (i // chunks) % nblocks
                 grp = (i // (chunks * nblocks)) % groups
@@ -392,7 +392,7 @@ def unpack_output(const real[::1] packed, real[:, :, :, :] y, Py_ssize_t groups,
                               bias_ptr + first_c if has_bias else NULL, a, bt)
         return
     with nogil:
-        for i in prange(N * C, num_threads=num_threads, schedule="static"):
+        for i in prange(N * C, num_threads=num_threads, schedule="dynamic"):
             n = i // C
             c = i % C
             grp = c // cpg
@@ -476,7 +476,7 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
     cdef real *dst = &packed[0]
     cdef const Py_ssize_t *tp = &taps[0]
     with nogil:
-        for i in prange(nblocks, num_threads=num_threads, schedule="static"):
+        for i in prange(nblocks, num_threads=num_threads, schedule="dynamic"):
             rb = i % red_blocks
             cb = (i // red_blocks) % col_blocks
             grp = i // (red_blocks * col_blocks)
