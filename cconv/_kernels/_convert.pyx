@@ -1,0 +1,63 @@
+"""Conversions of float sums to integer results, as SciPy's C code converts a double on x86-64.
+
+SciPy's ndimage filters sum in double precision and store with a C cast.  On x86-64 a cast of a
+double to a 32- or 64-bit integer truncates toward zero and gives the type's minimum for NaN
+and out-of-range values (the ``cvttsd2si`` instruction); 8- and 16-bit results keep the low
+bits of the 32-bit conversion, unsigned 32-bit results the low bits of the 64-bit one.  The
+loops here spell those rules out (no undefined C conversion is left to the compiler) and run
+in parallel: NumPy's own double-to-integer casts ran at about a tenth of memory speed.
+"""
+
+from cython.parallel cimport prange
+from libc.stdint cimport (INT32_MIN, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t,
+                          uint16_t, uint32_t)
+
+ctypedef fused source:
+    float
+    double
+
+ctypedef fused narrow:
+    int8_t
+    uint8_t
+    int16_t
+    uint16_t
+    int32_t
+
+ctypedef fused wide:
+    uint32_t
+    int64_t
+
+
+cdef inline int32_t _to_int32(double v) noexcept nogil:
+    # truncation toward zero; NaN and values outside int32 give its minimum
+    if v > -2147483649.0 and v < 2147483648.0:
+        return <int32_t>v
+    return INT32_MIN
+
+
+cdef inline int64_t _to_int64(double v) noexcept nogil:
+    # the same for int64: 2**63 and beyond, -2**63 - 1024 and below, NaN give the minimum
+    if v >= -9223372036854775808.0 and v < 9223372036854775808.0:
+        return <int64_t>v
+    return INT64_MIN
+
+
+def store_narrow(const source[::1] src, narrow[::1] dst, int num_threads):
+    """``dst[i] = (type of dst)(int32)src[i]``: 8-, 16- and 32-bit results (a bool result as
+    its uint8 view)."""
+    cdef Py_ssize_t i, n = src.shape[0]
+    if dst.shape[0] != n:
+        raise ValueError(f"dst has {dst.shape[0]} elements for {n}")
+    with nogil:
+        for i in prange(n, num_threads=num_threads, schedule="static", chunksize=65536):
+            dst[i] = <narrow>_to_int32(src[i])
+
+
+def store_wide(const source[::1] src, wide[::1] dst, int num_threads):
+    """``dst[i] = (type of dst)(int64)src[i]``: uint32 and int64 results."""
+    cdef Py_ssize_t i, n = src.shape[0]
+    if dst.shape[0] != n:
+        raise ValueError(f"dst has {dst.shape[0]} elements for {n}")
+    with nogil:
+        for i in prange(n, num_threads=num_threads, schedule="static", chunksize=65536):
+            dst[i] = <wide>_to_int64(src[i])
