@@ -116,6 +116,20 @@ FEW_CHANNEL_MEASUREMENTS = (
     ("4x2x512x512 -> 2, 3x3", 5.12, 2.77, 8.93),
 )
 
+# The weight gradient with 2-4 input channels per group, re-measured on an idle machine
+# (AMD EPYC Zen 4, AVX-512, float32, NCHW, median of 7 interleaved calls): depthwise / direct
+# times at 1 and 2 threads.  Many output channels fill the direct kernel's column vectors
+# and it wins; a few leave them empty and the few-channel kernels win.  The rule switches at
+# FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS output channels per group (between the 4 and 32
+# measured).  Columns: layer, 1 thread, 2 threads.
+FEW_CHANNEL_WEIGHT_MEASUREMENTS = (
+    ("8x3x256x256 -> 32, 3x3", 1.47, 1.40),
+    ("16x3x112x112 -> 64, 3x3 (a C3D stem depth tap)", 1.43, 1.30),
+    ("1x4x1024x1024 -> 4, 5x5", 0.43, 0.69),
+    ("4x2x512x512 -> 2, 3x3", 0.22, 0.45),
+)
+FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS = 16
+
 
 # Backward-data of strided layers with few input channels: direct / GEMM times (> 1: GEMM
 # faster), float32, NCHW, 2 threads, cconv.find_algorithms (median of 3) on a 2-core AVX-512
@@ -197,7 +211,10 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     every pass of the layers timed, except one run of the NCHW stride-2 weight gradient at
     0.83x, which a later run put at 1.3-1.4x (:data:`DEPTHWISE_MEASUREMENTS`).  With two to
     four input channels per group, at stride 1 only: 1.3-8.9x there, while ResNet-50's
-    stride-2 7x7 stem measured 0.43-1.1x (:data:`FEW_CHANNEL_MEASUREMENTS`).
+    stride-2 7x7 stem measured 0.43-1.1x (:data:`FEW_CHANNEL_MEASUREMENTS`); and for the
+    weight gradient only with fewer than :data:`FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS` output
+    channels per group: with 32-64 the direct kernel measured 1.3-1.5x faster
+    (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`).
 
     GEMM (NumPy's BLAS) for unpadded 1x1 layers, every pass: 1.0-2.4x the direct kernel on
     forward and backward-data, 1.07-1.57x on backward-weight at 1 thread but 0.72-0.89x by
@@ -211,7 +228,10 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     candidates = usable(geom, op)
     if runs_on_rows(geom, op) and max(geom.Cg, geom.Kg) >= ROW_MIN_CHANNELS:
         return "direct"  # ROW_KERNEL_MEASUREMENTS
-    if "depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1)):
+    few_channel_weight = (op == "backward_weight" and geom.Cg > 1
+                          and geom.Kg >= FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS)
+    if ("depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1))
+            and not few_channel_weight):
         return "depthwise"
     if pointwise(geom):  # unpadded 1x1: BLAS on the activations in place
         return "gemm"

@@ -228,6 +228,11 @@ def test_auto_uses_the_depthwise_kernels_where_they_measured_faster():
     dense = make_geometry((2, 16, 14, 14), (16, 8, 3, 3), padding=1, groups=2)
     for geom in (stem, dense):
         assert cconv._dispatch.heuristic(geom, "forward") != "depthwise"
+    # _dispatch.FEW_CHANNEL_WEIGHT_MEASUREMENTS: a few-channel weight gradient with many
+    # output channels runs on the direct kernel
+    bank = make_geometry((2, 3, 32, 32), (32, 3, 3, 3), padding=1)
+    assert cconv._dispatch.heuristic(bank, "backward_weight") == "direct"
+    assert cconv._dispatch.heuristic(bank, "forward") == "depthwise"
 
 
 @settings(max_examples=40, deadline=None)

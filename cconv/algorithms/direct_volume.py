@@ -21,7 +21,10 @@ offsets:
 
 Backward-data at unit stride is the forward of the output gradient with the flipped,
 channel-swapped weight and padding ``(k-1)*d - pad`` per side, so it runs here too (zero
-padding, finite weights, ``pad <= (k-1)*d``).  The weight gradient stays on the tap loop.
+padding, finite weights, ``pad <= (k-1)*d``).  The weight gradient stays on the tap loop:
+folded the same way (rows (channel, tap), the reduction over the batch's pixels) it measured
+0.55-1.04x the tap loop's direct kernels (AMD EPYC Zen 4, AVX-512; 128 channels on 8x28x28:
+104 against 59 ms on 2 threads), each job streaming the whole output gradient of its piece.
 Every output element is summed by one job in a fixed order: results do not depend on the
 thread count.
 """
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import numpy.typing as npt
@@ -43,23 +46,43 @@ from .._simd import tiles
 from .direct_schedule import (OffsetTable, _broadcast_tile, _placement, channel_blocks,
                               job_table, row_tiles)
 
+if TYPE_CHECKING:
+    from .._workspace import _Scope
+
 Array = npt.NDArray[Any]
 
 
 @dataclasses.dataclass(frozen=True)
-class VolumePass:
-    """Jobs and buffer sizes of one folded 3-D forward (see the module docstring)."""
+class VolumeLayout:
+    """The packed volume and the offsets of one 3-D geometry (see the module docstring):
+    tile ``kind``, its ``tile_rows`` and ``KB`` columns, ``Kb`` column blocks and ``Cb``
+    channel blocks of ``CB`` per group, the padded sizes, ``plane`` (elements of one channel
+    block of one padded slice), ``slice_size`` (of one packed depth slice), and the offsets
+    of every kernel tap and output pixel in the packed volume."""
 
     kind: str
-    jobs: npt.NDArray[np.int64]
-    table: npt.NDArray[np.int64]
+    tile_rows: int
+    KB: int
+    Kb: int
+    CB: int
+    Cb: int
     Dp: int
     Hp: int
     Wp: int
-    CB: int
-    KB: int
+    plane: int
     slice_size: int
-    weight_size: int
+    taps: npt.NDArray[np.int64]
+    pixels: npt.NDArray[np.int64]
+
+
+@dataclasses.dataclass(frozen=True)
+class VolumePass:
+    """Jobs of one folded 3-D pass over the buffers of ``layout``, writing a result whose
+    output columns (channels) lie ``col_stride`` elements apart."""
+
+    layout: VolumeLayout
+    jobs: npt.NDArray[np.int64]
+    table: npt.NDArray[np.int64]
     col_stride: int
 
 
@@ -71,33 +94,46 @@ def applies(geom: NdGeometry) -> bool:
 
 
 @functools.lru_cache(maxsize=64)
-def schedule(geom: NdGeometry, target: str) -> VolumePass:
-    """The jobs of ``geom``'s forward writing a contiguous ``target`` ("NCDHW" / "NDHWC")."""
-    vl, tile_rows = tiles.VECTOR_LENGTH[geom.dtype.name], tiles.TILE_ROWS
+def volume_layout(geom: NdGeometry) -> VolumeLayout:
+    """The :class:`VolumeLayout` of ``geom``."""
+    vl = tiles.VECTOR_LENGTH[geom.dtype.name]
     (pf, pk), (pt, pb), (pl, pr) = geom.pads
     D, H, W = geom.spatial
     T, R, S = geom.kernel
     sd, sh, sw = geom.stride
     dd, dh, dw = geom.dilation
     OD, OH, OW = geom.out_spatial
-    Dp, Hp, Wp = D + pf + pk, H + pt + pb, W + pl + pr
-    G, Cg, Kg = geom.groups, geom.Cg, geom.Kg
-    kind, tile_rows, KB = _broadcast_tile(Kg, vl, tile_rows)
-    Cb, CB = channel_blocks(Cg)
-    Kb = -(-Kg // KB)
+    Hp, Wp = H + pt + pb, W + pl + pr
+    kind, tile_rows, KB = _broadcast_tile(geom.Kg, vl, tiles.TILE_ROWS)
+    Cb, CB = channel_blocks(geom.Cg)
     plane = Hp * Wp * CB
-    slice_size = geom.N * G * Cb * plane
+    slice_size = geom.N * geom.groups * Cb * plane
     t, r, s = np.meshgrid(np.arange(T), np.arange(R), np.arange(S), indexing="ij")
     taps = (t * dd * slice_size + (r * dh * Wp + s * dw) * CB).ravel().astype(np.int64)
-    reduction = (np.arange(Cb)[:, None, None] * plane + taps[None, :, None]
-                 + np.arange(CB)[None, None, :]).ravel()
     od, oh, ow = np.meshgrid(np.arange(OD), np.arange(OH), np.arange(OW), indexing="ij")
     pixels = (od * sd * slice_size + (oh * sh * Wp + ow * sw) * CB).ravel().astype(np.int64)
-    npix = OD * OH * OW
-    starts, nrows = row_tiles(npix, tile_rows)
+    return VolumeLayout(kind, tile_rows, KB, -(-geom.Kg // KB), CB, Cb, D + pf + pk, Hp, Wp,
+                        plane, slice_size, taps, pixels)
+
+
+def _channel_taps(lay: VolumeLayout) -> npt.NDArray[np.int64]:
+    """Offsets of the (channel block, tap, channel) steps, in the packed weight's order."""
+    return (np.arange(lay.Cb)[:, None, None] * lay.plane + lay.taps[None, :, None]
+            + np.arange(lay.CB)[None, None, :]).ravel()
+
+
+@functools.lru_cache(maxsize=64)
+def schedule(geom: NdGeometry, target: str) -> VolumePass:
+    """The jobs of ``geom``'s forward writing a contiguous ``target`` ("NCDHW" / "NDHWC"):
+    rows are output pixels, the reduction runs over (channel block, tap, channel)."""
+    lay = volume_layout(geom)
+    G, Kg, KB, Kb = geom.groups, geom.Kg, lay.KB, lay.Kb
+    reduction = _channel_taps(lay)
+    npix = lay.pixels.size
+    starts, nrows = row_tiles(npix, lay.tile_rows)
     table = OffsetTable()
     red = table.add(reduction)
-    rows = table.add(pixels)
+    rows = table.add(lay.pixels)
     n = np.arange(geom.N)[:, None, None, None]
     grp = np.arange(G)[None, :, None, None]
     kb = np.arange(Kb)[None, None, :, None]
@@ -105,11 +141,10 @@ def schedule(geom: NdGeometry, target: str) -> VolumePass:
                                           grp * Kg + kb * KB, np.minimum(KB, Kg - kb * KB),
                                           geom.K, npix, KB, np.zeros(1, np.int64))
     outs = table.add(np.arange(npix) * scale)
-    jobs = job_table(a=(n * G + grp) * Cb * plane, b=(grp * Kb + kb) * reduction.size * KB,
-                     red=red, length=reduction.size, rows=rows + starts, outs=outs + starts,
-                     nrows=nrows, **place)
-    return VolumePass(kind, jobs, table.array(), Dp, Hp, Wp, CB, KB, slice_size,
-                      G * Kb * Cb * T * R * S * CB * KB, col_stride)
+    jobs = job_table(a=(n * G + grp) * lay.Cb * lay.plane,
+                     b=(grp * Kb + kb) * reduction.size * KB, red=red, length=reduction.size,
+                     rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
+    return VolumePass(lay, jobs, table.array(), col_stride)
 
 
 def _oidhw(weight: Array, geom: NdGeometry) -> Array:
@@ -122,7 +157,29 @@ def _oidhw(weight: Array, geom: NdGeometry) -> Array:
 
 def _slice_view(x: Array, d: int, cl: bool) -> Array:
     """Depth slice ``d`` of a 5-D activation as a logical (N, C, H, W) view."""
-    return x[:, d].transpose(0, 3, 1, 2) if cl else x[:, :, d]
+    view: Array = x[:, d].transpose(0, 3, 1, 2) if cl else x[:, :, d]
+    return view
+
+
+def _pack_volume(geom: NdGeometry, x: Array, ws: _Scope, nthreads: int) -> Array:
+    """``x`` packed as ``[Dp][N][G][Cb][Hp][Wp][CB]`` into a buffer of the scope ``ws``:
+    each depth slice by the 2-D packer, the depth padding's slices zero."""
+    lay, cl = volume_layout(geom), geom.channels_last
+    (pf, _), (pt, _), (pl, _) = geom.pads
+    D = geom.spatial[0]
+    xc = x.astype(geom.dtype, copy=False)
+    packed = ws.empty(lay.Dp * lay.slice_size, geom.dtype)
+    slices = packed.reshape(lay.Dp, lay.slice_size)
+    slices[:pf] = 0
+    slices[pf + D:] = 0
+    for d in range(D):
+        _layout.pack_input(_slice_view(xc, d, cl), slices[pf + d], geom.groups, geom.Cg,
+                           geom.Cg, 1, lay.CB, pt, pl, lay.Hp, lay.Wp, nthreads)
+    return packed
+
+
+def _run(geom: NdGeometry) -> Any:
+    return getattr(tiles, f"run_jobs_{geom.dtype.name}")
 
 
 def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
@@ -130,35 +187,24 @@ def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
             nthreads: int) -> Array:
     """``alpha * (conv3d(x, weight) + bias) + beta * out`` of a validated problem
     (:func:`applies`), in ``geom``'s layouts; ``out`` or a new array of ``result_dtype``."""
-    cl = geom.channels_last
-    target = "NDHWC" if cl else "NCDHW"
-    p = schedule(geom, target)
-    shape = geom.output_shape()
+    p = schedule(geom, "NDHWC" if geom.channels_last else "NCDHW")
+    lay = p.layout
     direct = (out is not None and out.dtype == geom.dtype and out.flags.c_contiguous
               and not overlaps(out, (x, weight, bias)))
-    y = out if direct else np.empty(shape, geom.dtype)
+    y = out if direct else np.empty(geom.output_shape(), geom.dtype)
     assert y is not None
     b = (np.zeros(0, geom.dtype) if bias is None
          else np.ascontiguousarray(bias, dtype=geom.dtype))
-    w = _oidhw(weight, geom)
-    T, R, S = geom.kernel
-    xc = x.astype(geom.dtype, copy=False)
-    (pf, _), (pt, _), (pl, _) = geom.pads
-    run = getattr(tiles, f"run_jobs_{geom.dtype.name}")
+    taps = int(np.prod(geom.kernel))
     with _workspace.scope() as ws:
-        packed_x = ws.empty(p.Dp * p.slice_size, geom.dtype)
-        slices = packed_x.reshape(p.Dp, p.slice_size)
-        D = geom.spatial[0]
-        slices[:pf] = 0
-        slices[pf + D:] = 0
-        for d in range(D):
-            _layout.pack_input(_slice_view(xc, d, cl), slices[pf + d], geom.groups, geom.Cg,
-                               geom.Cg, 1, p.CB, pt, pl, p.Hp, p.Wp, nthreads)
-        packed_w = ws.empty(p.weight_size, geom.dtype)
-        _layout.pack_weight(w.reshape(-1), packed_w, geom.groups, geom.Kg, geom.Cg, T * R * S,
-                            False, p.KB, p.CB, np.arange(T * R * S, dtype=np.intp), nthreads)
-        run(tiles.KINDS[p.kind], packed_x, packed_w, y.reshape(-1), p.jobs, p.table, nthreads,
-            p.col_stride, b, alpha, beta if direct else 0.0)
+        packed_x = _pack_volume(geom, x, ws, nthreads)
+        packed_w = ws.empty(geom.groups * lay.Kb * lay.Cb * taps * lay.CB * lay.KB,
+                            geom.dtype)
+        _layout.pack_weight(_oidhw(weight, geom).reshape(-1), packed_w, geom.groups, geom.Kg,
+                            geom.Cg, taps, False, lay.KB, lay.CB,
+                            np.arange(taps, dtype=np.intp), nthreads)
+        _run(geom)(tiles.KINDS[lay.kind], packed_x, packed_w, y.reshape(-1), p.jobs, p.table,
+                   nthreads, p.col_stride, b, alpha, beta if direct else 0.0)
     if direct:
         return y
     if out is None:
