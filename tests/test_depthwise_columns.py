@@ -32,25 +32,25 @@ def column_cases(draw):
                 threads=draw(st.sampled_from([1, 3])), seed=draw(st.integers(0, 2**16)))
 
 
-def _geometry_and_operands(case):
+def _prepared(case):
+    """(the depthwise algorithm's NCHW layout, x, w, cconv's keywords, the reference's)."""
     rng = np.random.default_rng(case["seed"])
     x = rng.standard_normal((case["N"], case["C"], case["H"], case["W"]))
     w = rng.standard_normal((case["K"], case["C"] // case["groups"], case["R"], case["S"]))
     kw = dict(stride=case["stride"], dilation=case["dilation"], padding=case["pads"],
               groups=case["groups"])
     geom = cconv.plan_conv2d(x.shape, w.shape, dtype=case["dtype"], **kw).geometry
-    return geom, x, w, kw
+    rkw = dict(stride=kw["stride"], dilation=kw["dilation"], pads=kw["padding"],
+               groups=kw["groups"])
+    return DepthwiseConvolution.for_geometry(geom)._nchw, x, w, kw, rkw
 
 
 @settings(max_examples=60, deadline=None)
 @given(column_cases())
 def test_column_kernel_forward_matches_reference(case):
-    geom, x, w, kw = _geometry_and_operands(case)
-    layout = DepthwiseConvolution.for_geometry(geom)._nchw
+    layout, x, w, kw, rkw = _prepared(case)
     assert layout.columns, "the case must run on the column kernel"
     dtype = case["dtype"]
-    rkw = dict(stride=kw["stride"], dilation=kw["dilation"], pads=kw["padding"],
-               groups=kw["groups"])
     bias = np.random.default_rng(1).standard_normal(case["K"])
     y_ref = ref_conv2d(x, w, bias, **rkw)
     y = cconv.conv2d(x.astype(dtype), w.astype(dtype), bias.astype(dtype), algo="depthwise",
@@ -68,12 +68,9 @@ def test_column_kernel_forward_matches_reference(case):
 @given(column_cases(), st.integers(1, 3))
 def test_column_kernel_backward_data_matches_reference(case, sh):
     case = dict(case, stride=(sh, case["stride"][1]))
-    geom, x, w, kw = _geometry_and_operands(case)
-    layout = DepthwiseConvolution.for_geometry(geom)._nchw
+    layout, x, w, kw, rkw = _prepared(case)
     assert layout.columns_bd, "the case must run on the column kernel"
     dtype = case["dtype"]
-    rkw = dict(stride=kw["stride"], dilation=kw["dilation"], pads=kw["padding"],
-               groups=kw["groups"])
     gy = np.random.default_rng(3).standard_normal(ref_conv2d(x, w, **rkw).shape)
     dx = cconv.conv2d_backward_data(gy.astype(dtype), w.astype(dtype), x.shape,
                                     algo="depthwise", num_threads=case["threads"], **kw)

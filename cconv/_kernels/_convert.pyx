@@ -16,14 +16,12 @@ ctypedef fused source:
     float
     double
 
-ctypedef fused narrow:
+ctypedef fused integer:
     int8_t
     uint8_t
     int16_t
     uint16_t
     int32_t
-
-ctypedef fused wide:
     uint32_t
     int64_t
 
@@ -42,22 +40,15 @@ cdef inline int64_t _to_int64(double v) noexcept nogil:
     return INT64_MIN
 
 
-def store_narrow(const source[::1] src, narrow[::1] dst, int num_threads):
-    """``dst[i] = (type of dst)(int32)src[i]``: 8-, 16- and 32-bit results (a bool result as
-    its uint8 view)."""
+def store(const source[::1] src, integer[::1] dst, int num_threads):
+    """``dst[i] = (type of dst)(int32)src[i]`` for 8-, 16- and 32-bit results (a bool result
+    as its uint8 view), ``(type of dst)(int64)src[i]`` for uint32 and int64 ones."""
     cdef Py_ssize_t i, n = src.shape[0]
     if dst.shape[0] != n:
         raise ValueError(f"dst has {dst.shape[0]} elements for {n}")
     with nogil:
-        for i in prange(n, num_threads=num_threads, schedule="static", chunksize=65536):
-            dst[i] = <narrow>_to_int32(src[i])
-
-
-def store_wide(const source[::1] src, wide[::1] dst, int num_threads):
-    """``dst[i] = (type of dst)(int64)src[i]``: uint32 and int64 results."""
-    cdef Py_ssize_t i, n = src.shape[0]
-    if dst.shape[0] != n:
-        raise ValueError(f"dst has {dst.shape[0]} elements for {n}")
-    with nogil:
-        for i in prange(n, num_threads=num_threads, schedule="static", chunksize=65536):
-            dst[i] = <wide>_to_int64(src[i])
+        for i in prange(n, num_threads=num_threads, schedule="dynamic", chunksize=65536):
+            if integer is uint32_t or integer is int64_t:
+                dst[i] = <integer>_to_int64(src[i])
+            else:
+                dst[i] = <integer>_to_int32(src[i])

@@ -174,14 +174,19 @@ class _NchwLayout:
         rows = _round_up(max(rows, least), nr)
         return out_rows if rows >= out_rows else rows
 
-    def forward_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
-        """(band, rows, tap offsets, scratch elements per thread) of the forward kernel
-        (computed once per thread count: a small call's time is mostly such bookkeeping)."""
-        key = ("forward", nthreads)
+    def _cached(self, op: str, nthreads: int,
+                make: Callable[[int], Tuple[int, int, Taps, int]]) -> Tuple[int, int, Taps, int]:
+        # Computed once per pass and thread count: a small call's time was mostly this.
+        key = (op, nthreads)
         if key not in self._bands:
-            self._bands[key] = self._forward_band(nthreads)
-            self._bands[key][2].setflags(write=False)  # shared by every call
+            bands = make(nthreads)
+            bands[2].setflags(write=False)  # the tap table is shared by every call
+            self._bands[key] = bands
         return self._bands[key]
+
+    def forward_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
+        """(band, rows, tap offsets, scratch elements per thread) of the forward kernel."""
+        return self._cached("forward", nthreads, self._forward_band)
 
     def _forward_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
         g = self.geom
@@ -197,13 +202,8 @@ class _NchwLayout:
         return band, rows, taps.astype(np.int64), g.Cg * channel
 
     def backward_data_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
-        """(band, rows, tap offsets, scratch elements per thread) of backward-data (computed
-        once per thread count)."""
-        key = ("backward_data", nthreads)
-        if key not in self._bands:
-            self._bands[key] = self._backward_data_band(nthreads)
-            self._bands[key][2].setflags(write=False)  # shared by every call
-        return self._bands[key]
+        """(band, rows, tap offsets, scratch elements per thread) of backward-data."""
+        return self._cached("backward_data", nthreads, self._backward_data_band)
 
     def _backward_data_band(self, nthreads: int) -> Tuple[int, int, Taps, int]:
         g = self.geom

@@ -282,8 +282,6 @@ def _store_integers(dst: Array, values: Array, num_threads: Optional[int]) -> bo
     if (values.dtype not in (np.float32, np.float64) or kind not in "biu"
             or not dst.dtype.isnative or (kind == "u" and size == 8)):
         return False
-    store = _convert.store_wide if size == 8 or (kind == "u" and size == 4) else \
-        _convert.store_narrow
     target = dst.view(np.uint8) if kind == "b" else dst
     if target.flags.c_contiguous and values.flags.c_contiguous:
         pairs = [(target, values)]
@@ -294,7 +292,7 @@ def _store_integers(dst: Array, values: Array, num_threads: Optional[int]) -> bo
         return False
     nthreads = _cc.get_num_threads() if num_threads is None else num_threads
     for t, v in pairs:
-        store(v.reshape(-1), t.reshape(-1), nthreads)
+        _convert.store(v.reshape(-1), t.reshape(-1), nthreads)
     return True
 
 
