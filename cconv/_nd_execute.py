@@ -34,9 +34,11 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 import numpy as np
 
+from . import _dispatch as _dispatch_module
 from . import _execute as _execute_module
 from . import _geometry as _geometry_module
 from . import functional as _functional_module
+from .algorithms import direct_volume
 from ._nd_geometry import NdGeometry, channels_last, to_layout, weight_to_layout
 
 # cconv's 2-D modules carry no type hints: Any-typed aliases keep ``mypy --strict`` quiet.
@@ -382,6 +384,84 @@ def depthwise_forward_ndhwc(geom: NdGeometry, x: Array, weight: Array, bias: Opt
     kernels.forward_ndhwc(xa, wt, sink.array, b, geom.stride, geom.dilation,
                           tuple(lo for lo, _ in geom.pads), alpha, sink.beta0, taps, nthreads)
     return sink.finish()
+
+
+# Where ``algo="auto"`` runs the folded kernels instead of the depth-tap loop: unless the
+# tap loop's 2-D calls run BLAS (unpadded 1x1 slices) or Winograd with at least this many
+# channels per group on both sides.  Measured (AMD EPYC Zen 4, AVX-512, float32, forward,
+# milliseconds folded / tap loop with auto's 2-D choice, 1 and 2 threads): C3D's 3 -> 64
+# stem 16x112x112 43.7 / 93.1 and 34.7 / 62.6 (2-D: depthwise kernels); 64 -> 128 stride 2
+# 16x56x56 92.5 / 91.9 and 42.9 / 59.4 (direct); 32 channels dilation 2 on 32^3 20.1 / 27.0
+# and 11.6 / 19.7 (direct); a 3-D U-Net level, 32 channels on 64^3, 168 / 187 and 98 / 117
+# (Winograd); but 64 channels 16x56x56 249 / 202 and 144 / 116, 128 channels 8x28x28
+# 118 / 72 and 62 / 44 (Winograd).  The data gradient likewise (32 channels dilation 2: 21.3
+# / 29.4 and 14.9 / 27.6; U-Net level 159 / 208 and 86 / 110; 64 channels 248 / 184 and 117 /
+# 84), except with few input channels, whose gradient the depthwise kernels compute on the
+# tap loop: the C3D stem's 173 / 111 and 97 / 98.
+WINOGRAD_TAPS_FROM_CHANNELS = 64
+
+
+def preferred(geom: NdGeometry, op: str) -> bool:
+    """Whether ``algo="auto"`` runs pass ``op`` (forward or backward_data) of ``geom`` on
+    the folded kernels (:data:`WINOGRAD_TAPS_FROM_CHANNELS`)."""
+    if not direct_volume.applies(geom):
+        return False
+    choice = _dispatch_module.heuristic(tap_geometry_2d(geom, geom.N), op)
+    if choice == "gemm" or (choice == "depthwise" and op == "backward_data"):
+        return False
+    return not (choice == "winograd"
+                and min(geom.Cg, geom.Kg) >= WINOGRAD_TAPS_FROM_CHANNELS)
+
+
+def folds_depth(geom: NdGeometry, algo: str, op: str) -> bool:
+    """Whether a 3-D pass ``op`` with ``algo`` runs on the folded direct kernels
+    (``algorithms.direct_volume``): always for
+    ``"direct"`` where they apply, for ``"auto"`` where :func:`preferred`."""
+    if geom.rank != 3 or not direct_volume.applies(geom):
+        return False
+    return algo == "direct" or (algo == "auto" and preferred(geom, op))
+
+
+def _folded_target(geom: NdGeometry, out: Optional[Array], shape: Tuple[int, ...],
+                   reads: Sequence[Optional[Array]]) -> Tuple[Array, bool]:
+    """(the array the folded kernels write, whether it is ``out`` itself): ``out`` when it
+    is C-contiguous in the compute dtype and shares no memory with an operand."""
+    if (out is not None and out.dtype == geom.dtype and out.flags.c_contiguous
+            and not _execute.overlaps(out, reads)):
+        return out, True
+    return np.empty(shape, geom.dtype), False
+
+
+def _folded_result(y: Array, direct: bool, out: Optional[Array], beta: float,
+                   result_dtype: np.dtype[Any], geom: NdGeometry) -> Array:
+    if direct:
+        return y
+    if out is None:
+        return y.astype(result_dtype, copy=False)
+    out[...] = y if beta == 0 else y + beta * out.astype(geom.dtype)
+    return out
+
+
+def folded_forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
+                   out: Optional[Array], alpha: float, beta: float,
+                   result_dtype: np.dtype[Any], nthreads: int) -> Array:
+    """conv3d on the folded direct kernels (:func:`folds_depth`): ``out`` or a new array of
+    ``result_dtype``."""
+    y, direct = _folded_target(geom, out, geom.output_shape(), (x, weight, bias))
+    direct_volume.forward(geom, x, weight, bias, y, alpha, beta if direct else 0.0, nthreads)
+    return _folded_result(y, direct, out, beta, result_dtype, geom)
+
+
+def folded_backward_data(geom: NdGeometry, dy: Array, weight: Array, out: Optional[Array],
+                         alpha: float, beta: float, result_dtype: np.dtype[Any],
+                         nthreads: int) -> Optional[Array]:
+    """conv3d's data gradient on the folded direct kernels, or None where they do not run it
+    (``direct_volume.backward_data``)."""
+    y, direct = _folded_target(geom, out, geom.input_shape(), (dy, weight))
+    if not direct_volume.backward_data(geom, dy, weight, y, alpha, beta if direct else 0.0,
+                                       nthreads):
+        return None
+    return _folded_result(y, direct, out, beta, result_dtype, geom)
 
 
 def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optional[Array],

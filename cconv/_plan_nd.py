@@ -19,10 +19,9 @@ from . import _geometry as _geometry_module
 from . import _plan as _plan_module
 from . import _threads as _threads_module
 from . import algorithms as _algorithms_module
-from .algorithms import direct_volume
-from .algorithms.direct_volume import folds_depth
-from ._nd_execute import (depthwise_forward_ndhwc, drop, gather, keywords_2d, layout_2d, lift,
-                          lift_shape, reduce, scatter, tap_spans, weight_tap)
+from ._nd_execute import (depthwise_forward_ndhwc, drop, folded_backward_data, folded_forward,
+                          folds_depth, gather, keywords_2d, layout_2d, lift, lift_shape, reduce,
+                          scatter, tap_spans, weight_tap)
 from ._nd_geometry import LAYOUTS, WEIGHT_LAYOUTS, NdGeometry, make_nd_geometry, to_layout
 
 # cconv's 2-D modules carry no type hints: Any-typed aliases keep ``mypy --strict`` quiet.
@@ -315,8 +314,7 @@ class Conv3dPlan(_NdPlan):
         if fast is not None:
             return fast
         if folds_depth(geom, self._algo, "forward"):  # as cconv.conv3d does
-            return direct_volume.forward(geom, xa, w, b, out, alpha, beta, result_dtype,
-                                         nthreads)
+            return folded_forward(geom, xa, w, b, out, alpha, beta, result_dtype, nthreads)
         return gather(geom, _PlanOps(self.plans_2d, nthreads), xa, w, b, g.output_shape(), out,
                       alpha, beta, result_dtype)
 
@@ -342,8 +340,8 @@ class Conv3dPlan(_NdPlan):
             ("weight", weight, g.weight_shape(), "weight shape"), g.input_shape(), out, alpha,
             beta, num_threads)
         if folds_depth(geom, self._algo, "backward_data"):
-            folded = direct_volume.backward_data(geom, dy, w, out, alpha, beta, result_dtype,
-                                                 nthreads)
+            folded = folded_backward_data(geom, dy, w, out, alpha, beta, result_dtype,
+                                          nthreads)
             if folded is not None:
                 return folded
         return scatter(geom, _PlanOps(self.plans_2d, nthreads), dy, w, None, out, alpha, beta,

@@ -22,10 +22,9 @@ from . import _geometry as _geometry_module
 from . import _threads as _threads_module
 from . import algorithms as _algorithms_module
 from . import functional as _functional_module
-from ._nd_execute import (FunctionalOps, depthwise_forward_ndhwc, drop, gather, keywords_2d,
-                          lift, lift_shape, reduce, scatter, tap_geometry_2d)
-from .algorithms import direct_volume
-from .algorithms.direct_volume import folds_depth
+from ._nd_execute import (FunctionalOps, depthwise_forward_ndhwc, drop, folded_backward_data,
+                          folded_forward, folds_depth, gather, keywords_2d, lift, lift_shape,
+                          reduce, scatter, tap_geometry_2d)
 from ._nd_geometry import (LAYOUTS, NdGeometry, check_grad_out, check_shape,
                            check_transpose_grad_out, make_nd_geometry,
                            make_nd_transpose_geometry)
@@ -117,7 +116,7 @@ def _conv(rank: int, x: Any, weight: Any, bias: Any, kw: Dict[str, Any], algo: A
     if fast is not None:
         return fast
     if folds_depth(geom, algo, "forward"):
-        return direct_volume.forward(geom, xa, w, b, out, alpha, beta, result_dtype, nthreads)
+        return folded_forward(geom, xa, w, b, out, alpha, beta, result_dtype, nthreads)
     return gather(geom, FunctionalOps(geom, False, algo, nthreads), xa, w, b,
                   geom.output_shape(), out, alpha, beta, result_dtype)
 
@@ -139,8 +138,7 @@ def _conv_backward_data(rank: int, grad_out: Any, weight: Any, input_shape: Any,
                                      num_threads=nthreads, **keywords_2d(geom))
         return _lifted(r, out, lay)
     if folds_depth(geom, algo, "backward_data"):
-        folded = direct_volume.backward_data(geom, dy, w, out, alpha, beta, result_dtype,
-                                             nthreads)
+        folded = folded_backward_data(geom, dy, w, out, alpha, beta, result_dtype, nthreads)
         if folded is not None:
             return folded
     return scatter(geom, FunctionalOps(geom, False, algo, nthreads), dy, w, None, out, alpha,

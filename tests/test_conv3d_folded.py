@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import cconv
 from cconv import functional_nd as F
+from cconv import _nd_execute
 from cconv.algorithms import direct_volume
 from support.checks import assert_close
 from support.checks_nd import as_reference, check_out_alpha_beta, conv_call, conv_reference
@@ -104,13 +105,13 @@ def test_auto_folds_where_measured_faster():
     def geom(c, k, kernel, **kw):
         return cconv.plan_conv3d((1, c, 8, 16, 16), (k, c) + kernel, **kw).geometry
 
-    assert direct_volume.preferred(geom(3, 64, (3, 3, 3), padding=1), "forward")
-    assert direct_volume.preferred(geom(64, 128, (3, 3, 3), padding=1, stride=2), "forward")
-    assert direct_volume.preferred(geom(32, 32, (3, 3, 3), padding=1), "forward")
-    assert not direct_volume.preferred(geom(64, 64, (3, 3, 3), padding=1), "forward")
-    assert not direct_volume.preferred(geom(64, 64, (1, 1, 1)), "forward")
-    assert direct_volume.preferred(geom(32, 32, (3, 3, 3), padding=1), "backward_data")
-    assert not direct_volume.preferred(geom(3, 64, (3, 3, 3), padding=1), "backward_data")
+    assert _nd_execute.preferred(geom(3, 64, (3, 3, 3), padding=1), "forward")
+    assert _nd_execute.preferred(geom(64, 128, (3, 3, 3), padding=1, stride=2), "forward")
+    assert _nd_execute.preferred(geom(32, 32, (3, 3, 3), padding=1), "forward")
+    assert not _nd_execute.preferred(geom(64, 64, (3, 3, 3), padding=1), "forward")
+    assert not _nd_execute.preferred(geom(64, 64, (1, 1, 1)), "forward")
+    assert _nd_execute.preferred(geom(32, 32, (3, 3, 3), padding=1), "backward_data")
+    assert not _nd_execute.preferred(geom(3, 64, (3, 3, 3), padding=1), "backward_data")
     assert not direct_volume.applies(geom(8, 8, (3, 3, 3), padding=1, padding_mode="reflect"))
     depthwise = cconv.plan_conv3d((1, 8, 8, 16, 16), (8, 1, 3, 3, 3), groups=8).geometry
     assert not direct_volume.applies(depthwise)

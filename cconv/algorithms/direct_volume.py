@@ -26,7 +26,8 @@ folded the same way (rows (channel, tap), the reduction over the batch's pixels)
 0.55-1.04x the tap loop's direct kernels (AMD EPYC Zen 4, AVX-512; 128 channels on 8x28x28:
 104 against 59 ms on 2 threads), each job streaming the whole output gradient of its piece.
 Every output element is summed by one job in a fixed order: results do not depend on the
-thread count.
+thread count.  Which 3-D calls run here is decided above the algorithms, in
+``cconv._nd_execute.folds_depth`` (measured per shape class).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _workspace
-from .._execute import overlaps
 from .._kernels import _layout
 from .._nd_geometry import NdGeometry, channels_last
 from .._simd import tiles
@@ -182,17 +182,13 @@ def _run(geom: NdGeometry) -> Any:
     return getattr(tiles, f"run_jobs_{geom.dtype.name}")
 
 
-def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
-            out: Optional[Array], alpha: float, beta: float, result_dtype: np.dtype[Any],
-            nthreads: int) -> Array:
-    """``alpha * (conv3d(x, weight) + bias) + beta * out`` of a validated problem
-    (:func:`applies`), in ``geom``'s layouts; ``out`` or a new array of ``result_dtype``."""
+def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array], y: Array,
+            alpha: float, beta: float, nthreads: int) -> None:
+    """``y = alpha * (conv3d(x, weight) + bias) + beta * y`` of a validated problem
+    (:func:`applies`) in ``geom``'s layouts; ``y`` a C-contiguous array of the compute
+    dtype that no operand overlaps (``beta == 0`` never reads it)."""
     p = schedule(geom, "NDHWC" if geom.channels_last else "NCDHW")
     lay = p.layout
-    direct = (out is not None and out.dtype == geom.dtype and out.flags.c_contiguous
-              and not overlaps(out, (x, weight, bias)))
-    y = out if direct else np.empty(geom.output_shape(), geom.dtype)
-    assert y is not None
     b = (np.zeros(0, geom.dtype) if bias is None
          else np.ascontiguousarray(bias, dtype=geom.dtype))
     taps = int(np.prod(geom.kernel))
@@ -204,13 +200,7 @@ def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
                             geom.Cg, taps, False, lay.KB, lay.CB,
                             np.arange(taps, dtype=np.intp), nthreads)
         _run(geom)(tiles.KINDS[lay.kind], packed_x, packed_w, y.reshape(-1), p.jobs, p.table,
-                   nthreads, p.col_stride, b, alpha, beta if direct else 0.0)
-    if direct:
-        return y
-    if out is None:
-        return y.astype(result_dtype, copy=False)
-    out[...] = y if beta == 0 else y + beta * out.astype(geom.dtype)
-    return out
+                   nthreads, p.col_stride, b, alpha, beta)
 
 
 def backward_data_geometry(geom: NdGeometry) -> Optional[NdGeometry]:
@@ -237,57 +227,17 @@ def flipped_weight(weight: Array, geom: NdGeometry) -> Array:
         G * Cg, Kg, *geom.kernel)
 
 
-def backward_data(geom: NdGeometry, dy: Array, weight: Array, out: Optional[Array],
-                  alpha: float, beta: float, result_dtype: np.dtype[Any],
-                  nthreads: int) -> Optional[Array]:
-    """conv3d's data gradient as a folded forward (see :func:`backward_data_geometry`);
-    None where it does not apply (the caller runs the tap loop): a non-finite weight (the
-    correlation would multiply it by the zero padding where the definition, a scatter over
-    existing outputs, has no product)."""
+def backward_data(geom: NdGeometry, dy: Array, weight: Array, y: Array, alpha: float,
+                  beta: float, nthreads: int) -> bool:
+    """conv3d's data gradient into ``y`` (as :func:`forward` writes it) as a folded forward
+    (see :func:`backward_data_geometry`); False, having written nothing, where that does not
+    apply: also for a non-finite weight (the correlation would multiply it by the zero
+    padding where the definition, a scatter over existing outputs, has no product)."""
     inner = backward_data_geometry(geom)
     if inner is None or not applies(inner):
-        return None
+        return False
     w = weight.astype(geom.dtype, copy=False)
     if not np.isfinite(w).all():
-        return None
-    return forward(inner, dy, flipped_weight(w, geom), None, out, alpha, beta, result_dtype,
-                   nthreads)
-
-
-
-# Where ``algo="auto"`` runs the folded kernels instead of the depth-tap loop: unless the
-# tap loop's 2-D calls run BLAS (unpadded 1x1 slices) or Winograd with at least this many
-# channels per group on both sides.  Measured (AMD EPYC Zen 4, AVX-512, float32, forward,
-# milliseconds folded / tap loop with auto's 2-D choice, 1 and 2 threads): C3D's 3 -> 64
-# stem 16x112x112 43.7 / 93.1 and 34.7 / 62.6 (2-D: depthwise kernels); 64 -> 128 stride 2
-# 16x56x56 92.5 / 91.9 and 42.9 / 59.4 (direct); 32 channels dilation 2 on 32^3 20.1 / 27.0
-# and 11.6 / 19.7 (direct); a 3-D U-Net level, 32 channels on 64^3, 168 / 187 and 98 / 117
-# (Winograd); but 64 channels 16x56x56 249 / 202 and 144 / 116, 128 channels 8x28x28
-# 118 / 72 and 62 / 44 (Winograd).  The data gradient likewise (32 channels dilation 2: 21.3
-# / 29.4 and 14.9 / 27.6; U-Net level 159 / 208 and 86 / 110; 64 channels 248 / 184 and 117 /
-# 84), except with few input channels, whose gradient the depthwise kernels compute on the
-# tap loop: the C3D stem's 173 / 111 and 97 / 98.
-WINOGRAD_TAPS_FROM_CHANNELS = 64
-
-
-def preferred(geom: NdGeometry, op: str) -> bool:
-    """Whether ``algo="auto"`` runs pass ``op`` (forward or backward_data) of ``geom`` on
-    the folded kernels (:data:`WINOGRAD_TAPS_FROM_CHANNELS`)."""
-    from .. import _dispatch
-    from .._nd_execute import tap_geometry_2d
-
-    if not applies(geom):
         return False
-    choice = _dispatch.heuristic(tap_geometry_2d(geom, geom.N), op)
-    if choice == "gemm" or (choice == "depthwise" and op == "backward_data"):
-        return False
-    return not (choice == "winograd"
-                and min(geom.Cg, geom.Kg) >= WINOGRAD_TAPS_FROM_CHANNELS)
-
-
-def folds_depth(geom: NdGeometry, algo: str, op: str) -> bool:
-    """Whether a 3-D pass ``op`` with ``algo`` runs on the folded kernels: always for
-    ``"direct"`` where they apply, for ``"auto"`` where :func:`preferred`."""
-    if geom.rank != 3 or not applies(geom):
-        return False
-    return algo == "direct" or (algo == "auto" and preferred(geom, op))
+    forward(inner, dy, flipped_weight(w, geom), None, y, alpha, beta, nthreads)
+    return True

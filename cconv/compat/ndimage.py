@@ -51,9 +51,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
-import cconv as _cc
-
-from .._kernels import _convert
+from .._convert import store_integers
 from ._scipy_common import assign, cast, correlate_in_strips, correlate_planes
 
 __all__ = ["correlate", "convolve"]
@@ -273,34 +271,11 @@ def _compute_dtype(in_dtype: np.dtype[Any], out_dtype: np.dtype[Any]) -> np.dtyp
     return np.dtype(np.float64)
 
 
-def _store_integers(dst: Array, values: Array, num_threads: Optional[int]) -> bool:
-    """:func:`_store` of float sums into an integer or bool ``dst`` by the parallel loops
-    of ``cconv._kernels._convert``, where both arrays are contiguous (or contiguous per
-    index of their first axis); False, having done nothing, elsewhere (uint64 results,
-    other memory)."""
-    kind, size = dst.dtype.kind, dst.dtype.itemsize
-    if (values.dtype not in (np.float32, np.float64) or kind not in "biu"
-            or not dst.dtype.isnative or (kind == "u" and size == 8)):
-        return False
-    target = dst.view(np.uint8) if kind == "b" else dst
-    if target.flags.c_contiguous and values.flags.c_contiguous:
-        pairs = [(target, values)]
-    elif (target.ndim > 1 and all(t.flags.c_contiguous for t in target)
-          and all(v.flags.c_contiguous for v in values)):
-        pairs = list(zip(target, values))
-    else:
-        return False
-    nthreads = _cc.get_num_threads() if num_threads is None else num_threads
-    for t, v in pairs:
-        _convert.store(v.reshape(-1), t.reshape(-1), nthreads)
-    return True
-
-
 def _store(dst: Array, values: Array, num_threads: Optional[int]) -> None:
     """``dst[...] = values`` converted as SciPy's C code converts a double on x86-64 (in
     parallel blocks)."""
     kind, size = dst.dtype.kind, dst.dtype.itemsize
-    if _store_integers(dst, values, num_threads):
+    if store_integers(dst, values, num_threads):
         return
     with np.errstate(invalid="ignore"):
         if kind == "f":
