@@ -188,29 +188,33 @@ def _scale(dst: Array, beta: float) -> None:
 class Sink:
     """Where a 3-D activation result is accumulated, and how it reaches the caller.
 
-    ``array`` is depth-major in the compute dtype; the first write into it uses ``beta0``.
-    NDHWC results are accumulated straight in ``out`` (or the returned array) when its
-    dtype and memory allow; otherwise in a buffer that :meth:`finish` writes out as
-    ``buffer + beta * out`` (the 2-D calls have applied ``alpha`` already).
+    ``array`` is depth-major in the compute dtype (``in_layout``: in the layout's own
+    order, as the folded kernels write it); the first write into it uses ``beta0``.
+    Results are accumulated straight in ``out`` (or the returned array) when that order is
+    the layout's (NDHWC, or ``in_layout``) and its dtype and memory allow; otherwise in a
+    buffer that :meth:`finish` writes out as ``buffer + beta * out`` (the writers have
+    applied ``alpha`` already).
     """
 
     def __init__(self, out: Optional[Array], shape: Tuple[int, ...], cl: bool,
                  dtype: np.dtype[Any], result_dtype: np.dtype[Any], beta: float,
-                 reads: Sequence[Optional[Array]] = ()) -> None:
-        self.out, self.cl, self.dtype, self.result_dtype = out, cl, dtype, result_dtype
+                 reads: Sequence[Optional[Array]] = (), in_layout: bool = False) -> None:
+        self.out, self.dtype, self.result_dtype = out, dtype, result_dtype
         self.beta = beta
+        # the order of ``array`` is the layout's own: no depth-major view to undo
+        self.plain = cl or in_layout
         if out is not None:
             # an ``out`` that may share memory with an operand (``reads``) is written only
-            # at the end: the tap loop reads its operands while it accumulates
-            self.direct = (cl and out.dtype == dtype and out.flags.c_contiguous
+            # at the end: the writers read their operands while they accumulate
+            self.direct = (self.plain and out.dtype == dtype and out.flags.c_contiguous
                            and not _execute.overlaps(out, reads))
         else:
-            self.direct = cl and result_dtype == dtype
+            self.direct = self.plain and result_dtype == dtype
         if self.direct:
             self.array = out if out is not None else np.empty(shape, dtype)
             self.beta0 = beta if out is not None else 0.0
         else:
-            dm_shape = shape if cl else (shape[0], shape[2], shape[1], *shape[3:])
+            dm_shape = shape if self.plain else (shape[0], shape[2], shape[1], *shape[3:])
             self.array = np.empty(dm_shape, dtype)
             self.beta0 = 0.0
 
@@ -218,7 +222,7 @@ class Sink:
         """The result: ``out`` or a new array of the result dtype, in the layout."""
         if self.direct:
             return self.array
-        result = from_depth_major(self.array, self.cl)
+        result = self.array if self.plain else from_depth_major(self.array, False)
         if self.out is None:
             return np.ascontiguousarray(result, dtype=self.result_dtype)
         if self.beta == 0:
@@ -402,10 +406,9 @@ WINOGRAD_TAPS_FROM_CHANNELS = 64
 
 
 def preferred(geom: NdGeometry, op: str) -> bool:
-    """Whether ``algo="auto"`` runs pass ``op`` (forward or backward_data) of ``geom`` on
-    the folded kernels (:data:`WINOGRAD_TAPS_FROM_CHANNELS`)."""
-    if not direct_volume.applies(geom):
-        return False
+    """Whether ``algo="auto"`` runs pass ``op`` (forward or backward_data) of ``geom``, a
+    problem the folded kernels apply to (``direct_volume.applies``), on them
+    (:data:`WINOGRAD_TAPS_FROM_CHANNELS`)."""
     choice = _dispatch_module.heuristic(tap_geometry_2d(geom, geom.N), op)
     if choice == "gemm" or (choice == "depthwise" and op == "backward_data"):
         return False
@@ -415,31 +418,11 @@ def preferred(geom: NdGeometry, op: str) -> bool:
 
 def folds_depth(geom: NdGeometry, algo: str, op: str) -> bool:
     """Whether a 3-D pass ``op`` with ``algo`` runs on the folded direct kernels
-    (``algorithms.direct_volume``): always for
-    ``"direct"`` where they apply, for ``"auto"`` where :func:`preferred`."""
-    if geom.rank != 3 or not direct_volume.applies(geom):
+    (``algorithms.direct_volume``): always for ``"direct"`` where they apply, for
+    ``"auto"`` where :func:`preferred`."""
+    if not direct_volume.applies(geom):  # rank 3 included
         return False
     return algo == "direct" or (algo == "auto" and preferred(geom, op))
-
-
-def _folded_target(geom: NdGeometry, out: Optional[Array], shape: Tuple[int, ...],
-                   reads: Sequence[Optional[Array]]) -> Tuple[Array, bool]:
-    """(the array the folded kernels write, whether it is ``out`` itself): ``out`` when it
-    is C-contiguous in the compute dtype and shares no memory with an operand."""
-    if (out is not None and out.dtype == geom.dtype and out.flags.c_contiguous
-            and not _execute.overlaps(out, reads)):
-        return out, True
-    return np.empty(shape, geom.dtype), False
-
-
-def _folded_result(y: Array, direct: bool, out: Optional[Array], beta: float,
-                   result_dtype: np.dtype[Any], geom: NdGeometry) -> Array:
-    if direct:
-        return y
-    if out is None:
-        return y.astype(result_dtype, copy=False)
-    out[...] = y if beta == 0 else y + beta * out.astype(geom.dtype)
-    return out
 
 
 def folded_forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array],
@@ -447,9 +430,10 @@ def folded_forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Arr
                    result_dtype: np.dtype[Any], nthreads: int) -> Array:
     """conv3d on the folded direct kernels (:func:`folds_depth`): ``out`` or a new array of
     ``result_dtype``."""
-    y, direct = _folded_target(geom, out, geom.output_shape(), (x, weight, bias))
-    direct_volume.forward(geom, x, weight, bias, y, alpha, beta if direct else 0.0, nthreads)
-    return _folded_result(y, direct, out, beta, result_dtype, geom)
+    sink = Sink(out, geom.output_shape(), geom.channels_last, geom.dtype, result_dtype, beta,
+                (x, weight, bias), in_layout=True)
+    direct_volume.forward(geom, x, weight, bias, sink.array, alpha, sink.beta0, nthreads)
+    return sink.finish()
 
 
 def folded_backward_data(geom: NdGeometry, dy: Array, weight: Array, out: Optional[Array],
@@ -457,11 +441,12 @@ def folded_backward_data(geom: NdGeometry, dy: Array, weight: Array, out: Option
                          nthreads: int) -> Optional[Array]:
     """conv3d's data gradient on the folded direct kernels, or None where they do not run it
     (``direct_volume.backward_data``)."""
-    y, direct = _folded_target(geom, out, geom.input_shape(), (dy, weight))
-    if not direct_volume.backward_data(geom, dy, weight, y, alpha, beta if direct else 0.0,
+    sink = Sink(out, geom.input_shape(), geom.channels_last, geom.dtype, result_dtype, beta,
+                (dy, weight), in_layout=True)
+    if not direct_volume.backward_data(geom, dy, weight, sink.array, alpha, sink.beta0,
                                        nthreads):
         return None
-    return _folded_result(y, direct, out, beta, result_dtype, geom)
+    return sink.finish()
 
 
 def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Optional[Array],

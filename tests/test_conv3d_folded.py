@@ -14,6 +14,7 @@ from cconv import _nd_execute
 from cconv.algorithms import direct_volume
 from support.checks import assert_close
 from support.checks_nd import as_reference, check_out_alpha_beta, conv_call, conv_reference
+from support.reference_nd import ref_backward_data
 from support.strategies_nd import conv_cases
 
 
@@ -91,7 +92,6 @@ def test_stride_one_data_gradient_runs_folded_and_threads_do_not_change_it(layou
         y3 = cconv.conv3d(xs, w, layout=layout, num_threads=3, **kw)
     assert spy.runs == 4
     assert np.array_equal(one, three) and np.array_equal(y1, y3)
-    from support.reference_nd import ref_backward_data
     ref = ref_backward_data(gy.astype(np.float64), w.astype(np.float64), x.shape,
                             stride=(1, 1, 1), pads=kw["padding"], dilation=kw["dilation"],
                             groups=2)

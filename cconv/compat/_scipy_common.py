@@ -293,7 +293,7 @@ def correlate_in_strips(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pad
     OH = H + top + bottom - R + 1
     OW = W + horizontal[0] + horizontal[1] - S + 1
     rows = max(1, STRIP_ELEMENTS // max(1, N * OW))
-    if OH < 2 * rows or OH <= 0 or OW <= 0:
+    if OH < 2 * rows or OW <= 0:
         return False
     source = _extended_rows(H, top, bottom, mode)
     in_buf = np.empty((N, 1, rows + R - 1, W), dtype)
@@ -304,9 +304,9 @@ def correlate_in_strips(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pad
             in_buf = np.empty((N, 1, n + R - 1, W), dtype)
             out_buf = np.empty((N, 1, n, OW), dtype)
         index = source[first:first + n + R - 1]
-        lo, hi = int(index[0]), int(index[-1])
-        if lo >= 0 and hi - lo == len(index) - 1 and bool((np.diff(index) == 1).all()):
-            assign(in_buf, x[:, :, lo:hi + 1], num_threads)  # a run of the image's rows
+        lo = int(index[0])
+        if lo >= 0 and bool((np.diff(index) == 1).all()):  # a run of the image's rows
+            assign(in_buf, x[:, :, lo:lo + len(index)], num_threads)
         else:  # padding rows among them
             in_buf[...] = x[:, :, np.maximum(index, 0)]
             in_buf[:, :, index < 0] = value
