@@ -3,6 +3,7 @@
 
     python bench/algo_ab.py --shape 8,128,28,28 --op backward_weight --threads 2
     python bench/algo_ab.py --shape 8,256,14,14 --algos direct,winograd,torch
+    python bench/algo_ab.py --shape 8,128,56,56 --stride 2 --op backward_weight --algos direct,gemm,torch
 
 The suite (``python -m cconv bench``) reports medians of a few calls interleaved with
 PyTorch; on a shared, noisy machine the minimum of many interleaved calls of just the
@@ -31,6 +32,7 @@ def main(argv=None):
                     choices=["forward", "backward_data", "backward_weight"])
     ap.add_argument("--algos", default="direct,winograd",
                     help="cconv algorithms, and 'torch' for PyTorch on the same arrays")
+    ap.add_argument("--stride", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=25)
     args = ap.parse_args(argv)
@@ -38,8 +40,9 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((n, c, h, w_), dtype=np.float32)
     w = rng.standard_normal((c, c, 3, 3), dtype=np.float32)
-    dy = rng.standard_normal((n, c, h, w_), dtype=np.float32)
-    kw = {"padding": 1, "num_threads": args.threads}
+    st = args.stride
+    dy = rng.standard_normal((n, c, (h - 1) // st + 1, (w_ - 1) // st + 1), dtype=np.float32)
+    kw = {"padding": 1, "stride": st, "num_threads": args.threads}
     calls = {
         "forward": lambda a: cconv.conv2d(x, w, algo=a, **kw),
         "backward_data": lambda a: cconv.conv2d_backward_data(dy, w, x.shape, algo=a, **kw),
@@ -53,7 +56,7 @@ def main(argv=None):
         from cconv.benchmark import Layer
         from cconv.benchmark.contenders import torch_call
         torch.set_num_threads(args.threads or cconv.get_num_threads())
-        layer = Layer("ab", n, c, c, h, w_, 3, 3, 1, 1, 1, 1)
+        layer = Layer("ab", n, c, c, h, w_, 3, 3, st, 1, 1, 1)
         contenders["torch"] = torch_call(torch, layer, args.op, x, w, dy)
     times = {a: [] for a in algos}
     for a in algos:

@@ -104,10 +104,24 @@ class ConvGeometry:
         """True when each group has a single input channel (groups == C)."""
         return self.Cg == 1 and self.groups > 1
 
-    @property
+    @functools.cached_property
     def flops(self) -> int:
         """Multiply-adds x 2 of one pass of the direct convolution."""
         return 2 * self.N * self.K * self.OH * self.OW * self.Cg * self.R * self.S
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+
+    def __hash__(self) -> int:
+        # Geometries key the algorithm, schedule and dispatch caches: hashing their twenty
+        # fields on every lookup was ~1.5 us of a small call; they are immutable, so once.
+        return self._hash
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # A string's hash differs between processes: a pickled geometry (dask ships them)
+        # hashes afresh where it lands.
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
 
     def input_shape(self) -> Shape4:
         """The forward input's shape in ``layout`` order."""
@@ -314,10 +328,33 @@ def as_float_array(value: object, name: str) -> Array:
     return arr
 
 
+# (operand dtypes) -> compute dtype: ``numpy.result_type`` is ~1 us, a visible part of a
+# small call; only the handful of accepted float dtypes ever reach here.
+_COMPUTE_DTYPES: Dict[Tuple[Any, ...], np.dtype[Any]] = {}
+
+
+def result_type(*dtypes: np.dtype[Any]) -> np.dtype[Any]:
+    """``numpy.result_type`` of operand dtypes, remembered (see ``compute_dtype``)."""
+    key = ("result",) + dtypes
+    found = _COMPUTE_DTYPES.get(key)
+    if found is None:
+        found = np.result_type(*dtypes)
+        if len(_COMPUTE_DTYPES) < 64:
+            _COMPUTE_DTYPES[key] = found
+    return found
+
+
 def compute_dtype(*dtypes: npt.DTypeLike) -> np.dtype[Any]:
     """float64 if any operand is float64, else float32 (float16 is computed in float32)."""
+    try:
+        return _COMPUTE_DTYPES[dtypes]
+    except (KeyError, TypeError):  # TypeError: an unhashable dtype-like
+        pass
     result = np.result_type(*dtypes)
-    return np.dtype(np.float64) if result == np.float64 else np.dtype(np.float32)
+    found = np.dtype(np.float64) if result == np.float64 else np.dtype(np.float32)
+    if all(isinstance(d, np.dtype) for d in dtypes) and len(_COMPUTE_DTYPES) < 64:
+        _COMPUTE_DTYPES[dtypes] = found
+    return found
 
 
 def check_shape4(shape: object, name: str) -> Shape4:
@@ -360,15 +397,34 @@ def _check_product(sizes: Sequence[int], what: str) -> int:
 
 
 # Geometries of recent argument combinations: validation is most of a small call's Python
-# time (a 1x4x8x8 convolution spent ~45% of its 70 us in make_geometry).  The key is the
-# arguments' repr with the type of each, so ``stride=True`` ("True") or ``2.0`` never finds
-# the entry of ``stride=1`` or ``2``; only valid arguments ever get an entry.
-_GEOMETRY_CACHE: Dict[Tuple[str, Tuple[type, ...]], ConvGeometry] = {}
+# time (a 1x4x8x8 convolution spent ~45% of its 70 us in make_geometry).  The key must tell
+# ``stride=True`` or ``2.0`` from ``1`` or ``2`` (equal as dict keys), so it carries the type
+# of every value and of every shape entry, and holds the arguments themselves only when the
+# stride, padding, dilation and groups are plain ints (or a padding string, or pairs of
+# ints): the usual call, keyed in ~1 us.  Other values (nested pairs and the like) are keyed
+# by their repr (~2 us more).  Only valid arguments ever get an entry.
+_GEOMETRY_CACHE: Dict[Tuple[object, ...], ConvGeometry] = {}
 _GEOMETRY_CACHE_SIZE = 512
 
 
-def _cache_key(args: Tuple[object, ...]) -> Tuple[str, Tuple[type, ...]]:
-    return repr(args), tuple(map(type, args))
+def _exact(value: object) -> bool:
+    """Whether ``value`` equals only values of its own types: a str, an int, or a tuple of
+    ints (bool is a subclass of int, so ``type(...) is int`` tells them apart)."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return True
+    return kind is tuple and all(type(v) is int for v in value)  # type: ignore[attr-defined]
+
+
+def cache_key(args: Tuple[Any, ...]) -> Tuple[object, ...]:
+    """The validation caches' key of the arguments ``(x_shape, w_shape, stride, padding,
+    dilation, groups, ...)``: equal only for arguments that validate alike (TypeError when
+    one is unhashable)."""
+    types = tuple(map(type, args)), tuple(map(type, args[0])), tuple(map(type, args[1]))
+    stride, padding, dilation, groups = args[2:6]
+    if _exact(stride) and _exact(padding) and _exact(dilation) and _exact(groups):
+        return args, types
+    return repr(args), types
 
 
 def make_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, stride: IntOrPair = 1,
@@ -401,7 +457,7 @@ def make_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, stride: Int
     args = (x_shape, w_shape, stride, padding, dilation, groups, layout, weight_layout,
             padding_mode, padding_value, dtype, x_name, w_name)
     try:
-        key = _cache_key(args[:-3] + (dtype.str,) + args[-2:])  # a dtype's repr is slow
+        key = cache_key(args[:-3] + (dtype.str,) + args[-2:])  # a dtype's repr is slow
         geom = _GEOMETRY_CACHE.get(key)
     except TypeError:  # an unhashable argument (e.g. an array): validate without the cache
         return _make_geometry(*args)

@@ -308,7 +308,7 @@ def make_nd_geometry(x_shape: object, w_shape: object, *, stride: object = 1,
     args = (x_shape, w_shape, stride, padding, dilation, groups, layout, weight_layout,
             padding_mode, padding_value, dtype.str, x_name, w_name, rank)
     try:
-        key = (repr(args), tuple(map(type, args)))
+        key = _g2.cache_key(args)
         geom = _CACHE.get(key)
     except TypeError:  # an unhashable argument: validate without the cache
         key, geom = None, None

@@ -20,7 +20,7 @@ from . import _boundary, _dispatch, _execute
 from ._geometry import (LAYOUTS, NEEDS, as_float_array, check_bias, check_choice, check_grad_out,
                         check_need, check_out, check_scalars, check_shape4,
                         check_transpose_grad_out, compute_dtype, make_geometry,
-                        make_transpose_geometry)
+                        make_transpose_geometry, result_type)
 from ._threads import resolve_num_threads
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def _operands(x: npt.ArrayLike, weight: npt.ArrayLike, x_name: str,
     """Both operands as arrays, their compute dtype and the result dtype."""
     x = as_float_array(x, x_name)
     w = as_float_array(weight, w_name)
-    return x, w, compute_dtype(x.dtype, w.dtype), np.result_type(x.dtype, w.dtype)
+    return x, w, compute_dtype(x.dtype, w.dtype), result_type(x.dtype, w.dtype)
 
 
 def _geometry(x_shape: Sequence[int], w_shape: Sequence[int], dtype: np.dtype[Any],

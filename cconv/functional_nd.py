@@ -58,7 +58,7 @@ def _operands(a: Any, b: Any, a_name: str,
     """Both operands as arrays, their compute dtype and the result dtype."""
     x = _g2.as_float_array(a, a_name)
     w = _g2.as_float_array(b, b_name)
-    return x, w, _g2.compute_dtype(x.dtype, w.dtype), np.result_type(x.dtype, w.dtype)
+    return x, w, _g2.compute_dtype(x.dtype, w.dtype), _g2.result_type(x.dtype, w.dtype)
 
 
 def _geometry(rank: int, x_shape: Any, w_shape: Any, dtype: np.dtype[Any], kw: Dict[str, Any],

@@ -5,13 +5,28 @@ row blocks, partial column blocks, bands, column strides and dilations, several 
 per group, bias and the alpha / beta epilogue."""
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cconv
+from cconv.algorithms import base, depthwise
 from cconv.algorithms.depthwise import DepthwiseConvolution
 from support.checks import assert_close
 from support.reference import ref_backward_data, ref_conv2d
+
+
+@pytest.fixture(autouse=True, scope="module")
+def columns_at_every_width():
+    """The column kernel on every width, narrow planes included (its partial column blocks):
+    by policy it runs from ``COLUMN_MIN_WIDTH_VECTORS`` vectors of output columns on.  The
+    algorithms cached with the policy's layouts are dropped on both sides."""
+    saved = depthwise.COLUMN_MIN_WIDTH_VECTORS
+    depthwise.COLUMN_MIN_WIDTH_VECTORS = 0
+    base._instance.cache_clear()
+    yield
+    depthwise.COLUMN_MIN_WIDTH_VECTORS = saved
+    base._instance.cache_clear()
 
 
 @st.composite
@@ -89,3 +104,24 @@ def test_column_kernel_bands_do_not_change_the_arithmetic():
     assert_close(one, ref_conv2d(x.astype(np.float64), w.astype(np.float64),
                            pads=((2, 2), (2, 2))),
                  np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_policy_keeps_narrow_planes_on_the_plain_kernel(dtype):
+    """Under the policy (module fixture undone here) planes narrower than
+    ``COLUMN_MIN_WIDTH_VECTORS`` vectors run the plain kernel, wider ones the column kernel,
+    for forward (output width) and backward-data (input width)."""
+    vl = depthwise.kernels.VECTOR_LENGTH[np.dtype(dtype).name]
+    saved = depthwise.COLUMN_MIN_WIDTH_VECTORS
+    try:
+        depthwise.COLUMN_MIN_WIDTH_VECTORS = 3
+        base._instance.cache_clear()
+        edge = 3 * vl
+        for width, expected in ((edge - 1, False), (edge, True)):
+            geom = cconv.plan_conv2d((1, 8, 16, width), (8, 1, 3, 3), groups=8, padding=1,
+                                     dtype=dtype).geometry  # output width = input width
+            layout = DepthwiseConvolution.for_geometry(geom)._nchw
+            assert layout.columns is expected and layout.columns_bd is expected, width
+    finally:
+        depthwise.COLUMN_MIN_WIDTH_VECTORS = saved
+        base._instance.cache_clear()

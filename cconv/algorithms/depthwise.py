@@ -81,6 +81,13 @@ MIN_BAND_ROWS = 16
 # flat across band sizes.
 COLUMN_BAND_BYTES = 32 * 1024
 COLUMN_MIN_BAND_ROWS = 8
+# Narrow planes keep the plain kernel: the column block spans 4 (AVX-512) or 2 vectors of a
+# row, mostly empty lanes on a narrow plane, and reorders the weight on every call.  Batch-1
+# depthwise 3x3 / 5x5, 1 thread, AMD EPYC Zen 4, median of 7 runs of a one-off script,
+# column / plain time: AVX-512 kernels 1.12-1.27 at 8-28 output columns (1-2 vectors), 0.96
+# at 56, 0.84 at 56 with 5x5; AVX2 kernels on the same CPU 1.0-1.05 at 14-28 columns (2-3.5
+# vectors), 0.84-0.96 at 56.  So from 3 vectors of output columns on.
+COLUMN_MIN_WIDTH_VECTORS = 3
 
 
 def _block_shape(out_w: int, vl: int) -> Tuple[int, int]:
@@ -120,7 +127,8 @@ class _NchwLayout:
         self._bands: Dict[Tuple[str, int], Tuple[int, int, Taps, int]] = {}
         # forward / backward-weight: the padded, phase-split input plane
         self.NR, self.NV = _block_shape(g.OW, vl)
-        self.columns = g.stride[0] == 1 and dh == 1 and g.R >= 3
+        self.columns = (g.stride[0] == 1 and dh == 1 and g.R >= 3
+                        and g.OW >= COLUMN_MIN_WIDTH_VECTORS * vl)
         self.fwd_NR, self.fwd_NV = column_block if self.columns else (self.NR, self.NV)
         qmax = ((g.S - 1) * dw) // sw
         self.Wq = max(-(-(g.W + pl + pr) // sw),
@@ -135,7 +143,8 @@ class _NchwLayout:
         # computes the padding's rows over the padded width)
         self.folds = g.padding_mode != "zeros"
         self.out_w = g.W + pl + pr if self.folds else g.W
-        self.columns_bd = dh == 1 and g.R >= 3 and not self.folds
+        self.columns_bd = (dh == 1 and g.R >= 3 and not self.folds
+                           and g.W >= COLUMN_MIN_WIDTH_VECTORS * vl)
         self.NR_bd, self.NV_bd = column_block if self.columns_bd else _block_shape(g.W, vl)
         self.base_h = pt - (g.R - 1) * dh
         self.base_w = (0 if self.folds else pl) - (g.S - 1) * dw
