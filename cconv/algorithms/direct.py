@@ -131,12 +131,13 @@ class DirectConvolution(Algorithm):
             dy_blocks = -(-g.K // self.vl) if g.depthwise else g.groups * bd.red_blocks
             packed = g.N * dy_blocks * bd.OHp * bd.OWp * bd.dy_block
             return int(packed + bd.weight_size + p.out_size) * item
-        fwd = self.schedule("forward").info
+        fwd = (p.info.forward if op == "backward_weight" else self.schedule("forward").info)
         if g.depthwise:
             packed_x = g.N * fwd.Cb * fwd.Hp * fwd.Wp * fwd.CB
             packed_w = fwd.Kb * fwd.KB * g.R * g.S
         else:
-            packed_x = g.N * g.groups * fwd.Cb * fwd.Hp * fwd.Wp * fwd.CB
+            packed_x = (g.N * g.groups * fwd.Cb * fwd.Hp * fwd.Wp * fwd.CB
+                        * fwd.phases[0] * fwd.phases[1])
             packed_w = g.groups * fwd.Kb * fwd.KB * fwd.Cb * fwd.CB * g.R * g.S
         if op == "forward":
             return int(packed_x + packed_w + p.out_size) * item
@@ -213,15 +214,40 @@ class DirectConvolution(Algorithm):
                            pads[0], pads[1], height, width, nthreads, *maps)
         return packed
 
-    def _pack_input(self, x: Array, nthreads: int, ws: _Scope) -> Array:
-        g, fwd = self.geom, self.schedule("forward").info
+    def _pack_input(self, x: Array, fwd: ForwardLayout, nthreads: int, ws: _Scope) -> Array:
+        """``x`` packed as ``fwd`` (the forward's or the weight gradient's layout) says."""
+        g = self.geom
         (pt, _), (pl, _) = g.pads
         maps = padding_maps(g)  # forward and weight gradient build a padding mode here
         if g.depthwise:
             return self._pack_activation(x, fwd.CB, g.K, g.Kg, 1, (pt, pl), fwd.Hp, fwd.Wp,
                                          nthreads, ws, maps)
+        if fwd.phases != (1, 1):
+            return self._pack_phases(x, fwd, nthreads, ws)
         return self._pack_activation(x, fwd.CB, g.Cg, 1, g.groups, (pt, pl), fwd.Hp, fwd.Wp,
                                      nthreads, ws, maps)
+
+    def _pack_phases(self, x: Array, fwd: ForwardLayout, nthreads: int, ws: _Scope) -> Array:
+        """``x`` packed split into the stride phases of ``fwd`` (see
+        ``direct_schedule.phased``): phase ``(a, b)`` holds the padded pixels ``(a + i*sh,
+        b + j*sw)``, which are the input pixels of a strided view of ``x`` with the padding
+        that falls on that phase."""
+        g = self.geom
+        (sh, sw), ((pt, _), (pl, _)) = fwd.phases, g.pads
+        size = g.N * g.groups * fwd.Cb * fwd.Hp * fwd.Wp * fwd.CB
+        packed = ws.empty(sh * sw * size, g.dtype)
+        for a in range(sh):
+            h0 = (a - pt) % sh  # the first input row in phase a, at phase row (h0 + pt) // sh
+            for b in range(sw):
+                w0 = (b - pl) % sw
+                part = packed[(a * sw + b) * size:(a * sw + b + 1) * size]
+                view = x[:, :, h0::sh, w0::sw]
+                if view.shape[2] == 0 or view.shape[3] == 0:  # a phase of padding only
+                    part[...] = 0
+                    continue
+                _layout.pack_input(view, part, g.groups, g.Cg, g.Cg, 1, fwd.CB,
+                                   (h0 + pt) // sh, (w0 + pl) // sw, fwd.Hp, fwd.Wp, nthreads)
+        return packed
 
     def _pack_weight(self, w: Array, groups: int, Kg: int, Cg: int, swap: bool,
                      col_block: int, red_block: int, taps: Array,
@@ -295,7 +321,7 @@ class DirectConvolution(Algorithm):
         target = self._target(y)
         p = self.schedule("forward", target)
         with _workspace.scope() as ws:
-            packed_x = self._pack_input(x, nthreads, ws)
+            packed_x = self._pack_input(x, p.info, nthreads, ws)
             packed_w = (prepared.data if prepared is not None
                         else self._pack_forward_weight(w, nthreads))
             groups = 1 if g.depthwise else g.groups
@@ -367,7 +393,7 @@ class DirectConvolution(Algorithm):
         g, p = self.geom, self.schedule("backward_weight")
         fwd = p.info.forward
         with _workspace.scope() as ws:
-            packed_x = self._pack_input(x, nthreads, ws)
+            packed_x = self._pack_input(x, fwd, nthreads, ws)
             if g.depthwise:
                 packed_dy = self._pack_activation(dy, fwd.KB, g.K, 1, 1, (0, 0), g.OH, g.OW,
                                                   nthreads, ws)

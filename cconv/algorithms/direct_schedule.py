@@ -9,7 +9,7 @@ Buffers (all contiguous, channels innermost):
 =====================  ==============================================  ======================
 buffer                 layout                                          made by
 =====================  ==============================================  ======================
-packed input (dense)   ``[N][G][Cb][Hp][Wp][CB]`` zero-padded          ``_layout.pack_input``
+packed input (dense)   ``[P][N][G][Cb][Hp][Wp][CB]`` zero-padded       ``_layout.pack_input``
 packed weight (fwd)    ``[G][Kb][Cb][R*S][CB][KB]``                    ``_layout.pack_weight``
 blocked output         ``[N][G][Kb][OH*OW][KB]``                       ``run_jobs_*``
 depthwise buffers      the same with ``G=1`` and channel blocks of VL  as above
@@ -24,7 +24,9 @@ Glossary:
 ``CB``, ``Cb``     input channels per packed block (dense: at most ``MAX_CHANNEL_BLOCK``,
                    depthwise: ``VL``), and blocks of them per group
 ``Vb``             depthwise: blocks of ``VL`` virtual channels
-``Hp``, ``Wp``     height and width of the zero-padded packed input
+``P``              stride phases of the packed input: ``sh * sw`` for a strided dense
+                   layer with zero padding, else 1
+``Hp``, ``Wp``     height and width of (one phase of) the zero-padded packed input
 ``OHp``, ``OWp``   height and width of backward-data's packed output gradient
 ``L``              reduction steps of a job (its ``length``)
 ``npix``           output pixels per image (``OH * OW``)
@@ -36,6 +38,12 @@ virtual channels: the packed input repeats each channel ``m`` times.
 Backward-data is run one stride phase at a time: input pixels ``h = a + i*sh``
 receive contributions only from taps ``r`` with ``(a + pad_top - r*dh) % sh == 0``,
 and over ``i`` that is a stride-1 convolution of the output gradient.
+
+A strided dense layer packs its input split into stride phases (``phased``): padded pixel
+``(hp, wp)`` goes to phase ``(hp % sh, wp % sw)`` at ``(hp // sh, wp // sw)``.  A tap then
+reads consecutive pixels of one phase, where in the whole padded plane it would read every
+``sw``-th (half of each cache line, and of what the prefetchers bring, unused at stride 2).
+The offsets stay sums of a tap part and a pixel part, so the jobs are unchanged.
 """
 
 from __future__ import annotations
@@ -133,7 +141,7 @@ class ForwardLayout:
     Attributes
     ----------
     Hp, Wp : int
-        Height and width of the zero-padded packed input.
+        Height and width of the zero-padded packed input (of each stride phase).
     CB : int
         Channels per block of the packed input.
     Cb : int
@@ -144,6 +152,8 @@ class ForwardLayout:
         Output-channel blocks per group.
     col_stride : int
         Elements between output columns in the target the jobs write.
+    phases : (int, int)
+        Stride phases (rows, columns) the packed input is split into: the stride, or (1, 1).
     """
 
     Hp: int
@@ -153,6 +163,7 @@ class ForwardLayout:
     KB: int
     Kb: int
     col_stride: int
+    phases: Tuple[int, int] = (1, 1)
 
 
 @dataclass(frozen=True)
@@ -278,18 +289,44 @@ def _axis_phases(size: int, out_size: int, kernel: int, stride: int, dilation: i
     return phases, lo, hi
 
 
-def forward(geom: ConvGeometry, vl: int, tile_rows: int,
-            target: str = "blocked") -> Pass[ForwardLayout]:
-    """Jobs of the forward pass, writing to ``target`` (one of TARGETS)."""
-    (pt, pb), (pl, pr) = geom.pads
+def phased(geom: ConvGeometry) -> bool:
+    """Whether the weight gradient reads ``geom``'s input split into stride phases: a strided
+    dense layer with zero padding (a padding mode's maps index the whole padded plane).
+
+    Only the weight gradient: its jobs walk pixels, where the phases make the reads
+    contiguous (ResNet-50's res3 3x3 stride-2 layer, 2 threads, AMD EPYC Zen 4 AVX-512:
+    15.5 -> 12.6 ms; the 7x7 stem unchanged).  The forward's jobs walk taps, which the
+    phases scatter over four planes: the stem's forward went 20.8 -> 24.4 ms, res3's
+    unchanged."""
+    return geom.stride != (1, 1) and not geom.depthwise and geom.padding_mode == "zeros"
+
+
+def _input_offsets(geom: ConvGeometry, Hp: int, Wp: int,
+                   phase_pixels: int) -> Tuple[Index, Index]:
+    """(taps, pixels): offsets in pixels of the packed input (planes of ``Hp x Wp``) of each
+    filter tap and of each output pixel's window, whose sums address every product's input.
+    ``phase_pixels``: pixels per stride phase of a phased input (see ``phased``), else 0."""
     sh, sw = geom.stride
     dh, dw = geom.dilation
+    if not phase_pixels:
+        return _grid(geom.R, geom.S, dh * Wp, dw), _grid(geom.OH, geom.OW, sh * Wp, sw)
+    r = np.arange(geom.R, dtype=np.int64)[:, None] * dh
+    s = np.arange(geom.S, dtype=np.int64)[None, :] * dw
+    taps = ((r % sh) * sw + s % sw) * phase_pixels + (r // sh) * Wp + s // sw
+    return taps.ravel(), _grid(geom.OH, geom.OW, Wp, 1)
+
+
+def forward(geom: ConvGeometry, vl: int, tile_rows: int, target: str = "blocked",
+            split_phases: bool = False) -> Pass[ForwardLayout]:
+    """Jobs of the forward pass, writing to ``target`` (one of TARGETS); ``split_phases``:
+    the packed input split into stride phases where ``phased(geom)``."""
+    (pt, pb), (pl, pr) = geom.pads
+    sh, sw = geom.stride
     Hp, Wp = geom.H + pt + pb, geom.W + pl + pr
     npix = geom.OH * geom.OW
     starts, nrows = row_tiles(npix, tile_rows)
     table = OffsetTable()
-    taps = _grid(geom.R, geom.S, dh * Wp, dw)
-    pixels = _grid(geom.OH, geom.OW, sh * Wp, sw)
+    taps, pixels = _input_offsets(geom, Hp, Wp, 0)
     if geom.depthwise:
         Vb, block = -(-geom.K // vl), vl
         plane = Hp * Wp * block
@@ -313,6 +350,10 @@ def forward(geom: ConvGeometry, vl: int, tile_rows: int,
     starts, nrows = row_tiles(npix, tile_rows)
     Cb, CB = channel_blocks(geom.Cg)
     Kb = -(-geom.Kg // KB)
+    phases = (sh, sw) if split_phases and phased(geom) else (1, 1)
+    if phases != (1, 1):
+        Hp, Wp = -(-Hp // sh), -(-Wp // sw)
+        taps, pixels = _input_offsets(geom, Hp, Wp, geom.N * G * Cb * Hp * Wp)
     plane = Hp * Wp * CB
     reduction = (np.arange(Cb)[:, None, None] * plane + (taps * CB)[None, :, None]
                  + np.arange(CB)[None, None, :]).ravel()
@@ -328,7 +369,8 @@ def forward(geom: ConvGeometry, vl: int, tile_rows: int,
     outs = table.add(np.arange(npix) * scale)
     jobs = job_table(a=(n * G + grp) * Cb * plane, b=(grp * Kb + kb) * L * KB, red=red,
                      length=L, rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
-    layout = ForwardLayout(Hp=Hp, Wp=Wp, CB=CB, Cb=Cb, KB=KB, Kb=Kb, col_stride=col_stride)
+    layout = ForwardLayout(Hp=Hp, Wp=Wp, CB=CB, Cb=Cb, KB=KB, Kb=Kb, col_stride=col_stride,
+                           phases=phases)
     out_size = geom.N * G * Kb * npix * KB if target == "blocked" else 0
     return Pass(kind, jobs, table.array(), out_size, layout)
 
@@ -416,19 +458,18 @@ def _reduction_splits(N: int, npix: int, base_jobs: int) -> List[Tuple[int, int,
 
 def backward_weight(geom: ConvGeometry, vl: int, tile_rows: int) -> Pass[BackwardWeightLayout]:
     """Jobs of the backward-weight pass: rows are (channel, tap) pairs, the reduction runs
-    over pixels in independent pieces whose partial sums the caller adds in a fixed order."""
-    fwd = forward(geom, vl, tile_rows)
+    over pixels in independent pieces whose partial sums the caller adds in a fixed order.
+    The input is packed as the forward packs it, split into stride phases (``phased``)."""
+    fwd = forward(geom, vl, tile_rows, split_phases=True)
     layout = fwd.info
     Hp, Wp = layout.Hp, layout.Wp
     CB, Cb, KB, Kb = layout.CB, layout.Cb, layout.KB, layout.Kb
     G = 1 if geom.depthwise else geom.groups
-    sh, sw = geom.stride
-    dh, dw = geom.dilation
     npix = geom.OH * geom.OW
     table = OffsetTable()
-    pixels = _grid(geom.OH, geom.OW, sh * Wp, sw)
-    taps = _grid(geom.R, geom.S, dh * Wp, dw)
     plane = Hp * Wp * CB
+    phase_pixels = geom.N * G * Cb * Hp * Wp if layout.phases != (1, 1) else 0
+    taps, pixels = _input_offsets(geom, Hp, Wp, phase_pixels)
     # Rows of the weight gradient: taps (depthwise) or (channel block, tap, channel).
     if geom.depthwise:
         row_offsets = taps * CB

@@ -1,0 +1,80 @@
+"""The direct weight gradient of strided layers, which packs the input split into stride
+phases (``direct_schedule.phased``), against the float64 reference: strides 2-3 per axis,
+dilation, asymmetric padding, groups, both layouts, batch 1, odd sizes and inputs so small
+that some phases hold padding only."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cconv
+from cconv.algorithms import direct_schedule
+from cconv.algorithms.direct import DirectConvolution
+from support.checks import assert_close
+from support.reference import ref_backward_weight, ref_conv2d
+
+
+@st.composite
+def strided_cases(draw):
+    groups = draw(st.integers(1, 2))
+    R, S = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dh, dw = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    pads = ((draw(st.integers(0, 3)), draw(st.integers(0, 3))),
+            (draw(st.integers(0, 3)), draw(st.integers(0, 3))))
+    H = draw(st.integers(max(1, (R - 1) * dh + 1 - sum(pads[0])), 17))
+    W = draw(st.integers(max(1, (S - 1) * dw + 1 - sum(pads[1])), 17))
+    return dict(N=draw(st.integers(1, 3)), C=groups * draw(st.integers(2, 20)),
+                K=groups * draw(st.integers(1, 20)), groups=groups, H=H, W=W, R=R, S=S,
+                stride=(sh, sw), dilation=(dh, dw), pads=pads,
+                layout=draw(st.sampled_from(["NCHW", "NHWC"])),
+                dtype=draw(st.sampled_from([np.float32, np.float64])),
+                threads=draw(st.sampled_from([1, 2, 3])), seed=draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=80, deadline=None)
+@given(strided_cases())
+def test_phased_weight_gradient_matches_reference(case):
+    rng = np.random.default_rng(case["seed"])
+    x = rng.standard_normal((case["N"], case["C"], case["H"], case["W"]))
+    w_shape = (case["K"], case["C"] // case["groups"], case["R"], case["S"])
+    rkw = dict(stride=case["stride"], dilation=case["dilation"], pads=case["pads"],
+               groups=case["groups"])
+    dy = rng.standard_normal(ref_conv2d(x, np.zeros(w_shape), **rkw).shape)
+    kw = dict(stride=case["stride"], dilation=case["dilation"], padding=case["pads"],
+              groups=case["groups"], layout=case["layout"])
+    to = (lambda a: a) if case["layout"] == "NCHW" else (lambda a: a.transpose(0, 2, 3, 1))
+    geom = cconv.plan_conv2d(to(x).shape, w_shape, dtype=case["dtype"], **kw).geometry
+    p = DirectConvolution.for_geometry(geom).schedule("backward_weight")
+    # (the geometry's stride: an axis with a single output may be canonicalised to 1)
+    assert p.info.forward.phases == geom.stride, "strided layers run the phased packing"
+    dtype = case["dtype"]
+    gw = cconv.conv2d_backward_weight(to(dy).astype(dtype), to(x).astype(dtype), w_shape,
+                                      algo="direct", num_threads=case["threads"], **kw)
+    assert_close(gw, ref_backward_weight(dy, x, w_shape, **rkw), dtype,
+                 what="backward_weight")
+
+
+def test_phased_weight_gradient_is_the_same_at_any_thread_count():
+    """The phases change where the input lies, not the summation order's determinism."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 24, 29, 31)).astype(np.float32)
+    dy = rng.standard_normal((3, 40, 15, 16)).astype(np.float32)
+    one = cconv.conv2d_backward_weight(dy, x, (40, 24, 3, 3), stride=2, padding=1,
+                                       algo="direct", num_threads=1)
+    three = cconv.conv2d_backward_weight(dy, x, (40, 24, 3, 3), stride=2, padding=1,
+                                         algo="direct", num_threads=3)
+    assert np.array_equal(one, three)
+
+
+def test_forward_and_padding_modes_keep_the_whole_plane():
+    """Only the weight gradient of a zero-padded strided layer splits its input; the
+    forward (whose jobs walk taps) and a padding mode (whose maps index the whole plane)
+    pack it whole."""
+    geom = cconv.plan_conv2d((2, 8, 12, 12), (8, 8, 3, 3), stride=2, padding=1).geometry
+    algorithm = DirectConvolution.for_geometry(geom)
+    assert algorithm.schedule("forward").info.phases == (1, 1)
+    assert algorithm.schedule("backward_weight").info.forward.phases == (2, 2)
+    reflect = cconv.plan_conv2d((2, 8, 12, 12), (8, 8, 3, 3), stride=2, padding=1,
+                                padding_mode="reflect").geometry
+    assert not direct_schedule.phased(reflect)
