@@ -3,7 +3,7 @@
 
     python bench/algo_ab.py --shape 8,128,28,28 --op backward_weight --threads 2
     python bench/algo_ab.py --shape 8,256,14,14 --algos direct,winograd,torch
-    python bench/algo_ab.py --shape 8,128,56,56 --stride 2 --op backward_weight --algos direct,gemm,torch
+    python bench/algo_ab.py --shape 8,128,56,56 --stride 2 --op backward_weight --algos gemm
 
 The suite (``python -m cconv bench``) reports medians of a few calls interleaved with
 PyTorch; on a shared, noisy machine the minimum of many interleaved calls of just the
