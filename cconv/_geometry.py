@@ -277,8 +277,13 @@ def normalize_padding(padding: object, *, spatial: Optional[Sequence[int]] = Non
     return cast(Pads, tuple(pads))
 
 
+_NATIVE_ACCEPTED = frozenset(ACCEPTED_DTYPES)
+
+
 def check_dtype(dtype: npt.DTypeLike, name: str) -> np.dtype[Any]:
     """Raise TypeError unless ``dtype`` is one of ``ACCEPTED_DTYPES`` (either byte order)."""
+    if isinstance(dtype, np.dtype) and dtype in _NATIVE_ACCEPTED:  # the usual case, ~0.5 us
+        return dtype
     dtype = np.dtype(dtype)
     if dtype.kind != "f" or dtype.newbyteorder("=") not in ACCEPTED_DTYPES:
         raise TypeError(f"{name} has dtype {dtype}; cconv computes in float16, float32 or "
@@ -317,7 +322,9 @@ def as_float_array(value: object, name: str) -> Array:
     Any object with ``__dlpack__`` (a PyTorch CPU tensor, a JAX or CuPy array, ...) is
     viewed through DLPack without a copy; one on a GPU is a ValueError naming its device.
     """
-    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
+    if type(value) is np.ndarray:
+        arr = value
+    elif not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
         arr = _from_dlpack(value, name)
     else:
         try:
@@ -457,7 +464,7 @@ def make_geometry(x_shape: Sequence[int], w_shape: Sequence[int], *, stride: Int
     args = (x_shape, w_shape, stride, padding, dilation, groups, layout, weight_layout,
             padding_mode, padding_value, dtype, x_name, w_name)
     try:
-        key = cache_key(args[:-3] + (dtype.str,) + args[-2:])  # a dtype's repr is slow
+        key = cache_key(args)
         geom = _GEOMETRY_CACHE.get(key)
     except TypeError:  # an unhashable argument (e.g. an array): validate without the cache
         return _make_geometry(*args)

@@ -67,6 +67,17 @@ def _pack_input(g, info, x):
     if g.depthwise:
         return _pack_activation(x, info.KB, g.K, g.Kg, 1, (pt, pl), info.Hp,
                                 info.Wp)
+    if info.phases != (1, 1):
+        # Stride phases: zero-pad the whole plane with NumPy (to whole phases), then pack
+        # each phase's pixels x[a::sh, b::sw] as a plane of its own, phases outermost.
+        sh, sw = info.phases
+        H, W = x.shape[2:]
+        padded = np.pad(x, ((0, 0), (0, 0), (pt, info.Hp * sh - H - pt),
+                            (pl, info.Wp * sw - W - pl)))
+        return np.concatenate([
+            _pack_activation(np.ascontiguousarray(padded[:, :, a::sh, b::sw]), info.CB, g.Cg,
+                             1, g.groups, (0, 0), info.Hp, info.Wp)
+            for a in range(sh) for b in range(sw)])
     return _pack_activation(x, info.CB, g.Cg, 1, g.groups, (pt, pl), info.Hp, info.Wp)
 
 
