@@ -303,13 +303,24 @@ def correlate_in_strips(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pad
         if n < rows:  # the last strip: buffers of its own size, contiguous as the core wants
             in_buf = np.empty((N, 1, n + R - 1, W), dtype)
             out_buf = np.empty((N, 1, n, OW), dtype)
-        index = source[first:first + n + R - 1]
-        lo = int(index[0])
-        if lo >= 0 and bool((np.diff(index) == 1).all()):  # a run of the image's rows
-            assign(in_buf, x[:, :, lo:lo + len(index)], num_threads)
-        else:  # padding rows among them
-            in_buf[...] = x[:, :, np.maximum(index, 0)]
-            in_buf[:, :, index < 0] = value
+        _fill_strip(in_buf, x, source[first:first + n + R - 1], first - top, value,
+                    num_threads)
         store(first, correlate_planes(in_buf, kernel, ((0, 0), horizontal), mode, value,
                                       num_threads, out=out_buf))
     return True
+
+
+def _fill_strip(buf: npt.NDArray[Any], x: npt.NDArray[Any], index: npt.NDArray[np.intp],
+                offset: int, value: float, num_threads: Optional[int]) -> None:
+    """``buf``'s rows = ``x``'s rows ``index`` (-1: ``value``), converted.  Buffer row ``i``
+    holds image row ``offset + i`` where that lies in the image (one run, converted in
+    parallel blocks); the rows the padding adds (by ``index``) are copied one by one.
+    (A strip with padding rows was converted whole through NumPy's fancy indexing: ~6 of a
+    4096x4096 uint16 image's ~65 ms on 1 thread.)"""
+    H, rows = x.shape[2], len(index)
+    lo = min(max(-offset, 0), rows)
+    hi = max(min(H - offset, rows), lo)
+    if hi > lo:
+        assign(buf[:, :, lo:hi], x[:, :, offset + lo:offset + hi], num_threads)
+    for row in (*range(lo), *range(hi, rows)):
+        buf[:, :, row] = value if index[row] < 0 else x[:, :, int(index[row])]
