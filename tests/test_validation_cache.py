@@ -3,6 +3,7 @@ decides: an argument that equals a valid one as a dict key (``True == 1``, ``2.0
 ``(1, True) == (1, 1)``) is still refused after the valid one was cached, and a geometry
 keeps working as a cache key after pickling (its hash is recomputed where it lands)."""
 
+import os
 import pickle
 import subprocess
 import sys
@@ -68,6 +69,10 @@ def test_a_geometry_hashes_afresh_in_another_process():
     code = ("import pickle, sys, cconv; g = pickle.loads(sys.stdin.buffer.read()); "
             "h = cconv.plan_conv2d((2, 4, 9, 9), (6, 4, 3, 3), padding='same').geometry; "
             "print(g == h and hash(g) == hash(h) and {h: 1}.get(g) == 1)")
+    # the cconv this process imported (installed or built in place), from the filesystem
+    # root so that no source tree in the working directory shadows it
+    home = os.path.dirname(os.path.dirname(os.path.abspath(cconv.__file__)))
+    env = dict(os.environ, PYTHONPATH=home)
     done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(geom),
-                          capture_output=True, check=True)
+                          capture_output=True, check=True, env=env, cwd=os.path.abspath(os.sep))
     assert done.stdout.decode().strip() == "True"
