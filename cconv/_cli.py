@@ -42,6 +42,14 @@ def _at_least(minimum: float, kind: Callable[[str], Any] = int) -> Callable[[str
     return _option(convert)
 
 
+def _thread_counts(text: str) -> Any:
+    """One thread count as an int, several (``"1,2"``) as a list of them."""
+    from .benchmark import parse_threads
+
+    counts = parse_threads(text)
+    return counts[0] if len(counts) == 1 else counts
+
+
 def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     from ._geometry import COMPUTE_DTYPES
     from .benchmark import parse_algos, parse_passes, select_layers
@@ -64,9 +72,11 @@ def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cconv algorithms to time: auto, find, or names in cconv.ALGORITHMS "
                              "(e.g. direct,winograd,gemm); shapes an algorithm cannot handle "
                              "print n/a. Default: auto")
-    parser.add_argument("--threads", type=_at_least(1), default=None,
+    parser.add_argument("--threads", type=_option(_thread_counts), default=None,
+                        metavar="N[,N...]",
                         help="threads for cconv, torch.set_num_threads and ONNX Runtime "
-                             "(default: cconv.get_num_threads())")
+                             "(default: cconv.get_num_threads()); several counts, e.g. "
+                             "1,2, time every case at each and report the scaling")
     parser.add_argument("--repeats", type=_at_least(1), default=5,
                         help="timed calls per contender, median reported (default 5)")
     parser.add_argument("--warmup", type=_at_least(0), default=1,
@@ -91,6 +101,9 @@ def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write the Markdown report to PATH")
     parser.add_argument("--list", action="store_true", help="list the layer table and exit")
     parser.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    parser.add_argument("--no-peaks", action="store_true",
+                        help="skip measuring the machine's GEMM peak and copy bandwidth "
+                             "(the %% peak and %% BW columns stay empty)")
 
 
 def build_parser(prog: str = "cconv") -> argparse.ArgumentParser:
@@ -205,14 +218,15 @@ def _bench_layers(args: argparse.Namespace) -> Dict[str, Any]:
     progress = None
     if not args.quiet:
         layers = args.layers if args.layers is not None else select_layers(None)
-        progress = Progress(len(layers) * len(args.passes))
+        threads = args.threads if isinstance(args.threads, list) else [args.threads]
+        progress = Progress(len(layers) * len(args.passes) * len(threads))
     try:
         return run_suite(
             layers=args.layers, passes=args.passes, algos=args.algos, threads=args.threads,
             repeats=args.repeats, warmup=args.warmup, min_time=args.min_time,
             dtype=args.dtype, quick=args.quick, torch=not args.no_torch,
             check=not args.no_check, progress=progress,
-            onnxruntime=not args.no_onnxruntime)
+            onnxruntime=not args.no_onnxruntime, peaks=not args.no_peaks)
     finally:
         if progress is not None:
             progress.close()

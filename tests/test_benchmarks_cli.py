@@ -25,7 +25,7 @@ def test_cli_parses_every_bench_option():
         "--algos", "direct,winograd", "--threads", "2", "--repeats", "7", "--warmup", "2",
         "--min-time", "0.25", "--dtype", "float64", "--quick", "--no-torch", "--no-check",
         "--json", "out.json", "--quiet", "--no-onnxruntime", "--markdown", "out.md",
-        "--suite", "layers",
+        "--suite", "layers", "--no-peaks",
     ])
     assert args.command == "bench"
     assert [layer.name for layer in args.layers] == [
@@ -37,7 +37,9 @@ def test_cli_parses_every_bench_option():
     assert args.dtype == "float64"
     assert args.quick and args.no_torch and args.no_check and args.quiet
     assert args.json == "out.json" and args.markdown == "out.md"
-    assert args.no_onnxruntime and args.suite == "layers"
+    assert args.no_onnxruntime and args.suite == "layers" and args.no_peaks
+    several = build_parser().parse_args(["bench", "--threads", "1,2,1"])
+    assert several.threads == [1, 2]
     # String defaults go through the same conversion as given values.
     defaults = build_parser().parse_args(["bench"])
     assert defaults.passes == list(benchmark.PASSES) and defaults.algos == ["auto"]
@@ -51,6 +53,8 @@ def test_cli_parses_every_bench_option():
     ["bench", "--layers", "no-such-layer", "--no-torch"],
     ["bench", "--passes", "sideways"],
     ["bench", "--threads", "0"],
+    ["bench", "--threads", "1,0"],
+    ["bench", "--threads", "two"],
     ["bench", "--repeats", "0"],
     ["bench", "--warmup", "-1"],
     ["bench", "--min-time", "-0.5"],
@@ -139,7 +143,14 @@ def test_tiny_layer_runs_and_gflops_is_flops_over_median(use_torch):
             t = r["torch"]
             assert t["status"] == "ok" and len(t["times_s"]) == 3
             assert t["gflops"] == pytest.approx(flops / statistics.median(t["times_s"]) / 1e9)
-            assert r["ratio"] == pytest.approx(c["gflops"] / t["gflops"])
+            tcl = r["torch_channels_last"]
+            assert tcl["status"] == "ok" and len(tcl["times_s"]) == 3
+            faster = max(t["gflops"], tcl["gflops"])
+            assert r["ratio"] == pytest.approx(c["gflops"] / faster)
+            assert r["ratio_nchw"] == pytest.approx(c["gflops"] / t["gflops"])
+            assert r["ratio_channels_last"] == pytest.approx(c["gflops"] / tcl["gflops"])
+            assert r["torch_best"] == ("nchw" if t["gflops"] >= tcl["gflops"]
+                                       else "channels_last")
             assert r["max_rel_err"] is not None and r["max_rel_err"] < 1e-4
         else:
             assert r["ratio"] is None and r["torch"] == {"status": "not used"}

@@ -20,12 +20,14 @@ From the command line: ``cconv bench --help`` (or ``python -m cconv bench``).  F
 
 Modules: :mod:`.layers` (the layer table), :mod:`.timing` (interleaved timing),
 :mod:`.contenders` (the timed calls), :mod:`.environment` (what it ran on),
+:mod:`.machine` (the GEMM peak and copy bandwidth measured in the same run),
+:mod:`.targets` (layer classes, shares of those ceilings, the performance targets),
 :mod:`.suite` (the runner) and :mod:`.report` (markdown).
 """
 
 from .layers import LAYERS, Layer, conv_flops, select_layers
 from .report import format_layer_table, format_markdown
-from .suite import PASSES, parse_algos, parse_passes, run_suite
+from .suite import PASSES, measure_ceilings, parse_algos, parse_passes, parse_threads, run_suite
 
 __all__ = [
            "LAYERS",
@@ -34,8 +36,10 @@ __all__ = [
            "conv_flops",
            "format_layer_table",
            "format_markdown",
+           "measure_ceilings",
            "parse_algos",
            "parse_passes",
+           "parse_threads",
            "run_suite",
            "select_layers",
 ]

@@ -102,7 +102,7 @@ def import_torch() -> Optional[ModuleType]:
 
 
 def torch_call(torch: Any, layer: Layer, pss: str, x: Array, w: Array, gy: Array,
-               ) -> Callable[[], Any]:
+               channels_last: bool = False) -> Callable[[], Any]:
     """A zero-argument callable running one PyTorch pass on the arrays of cconv.
 
     Parameters
@@ -113,13 +113,20 @@ def torch_call(torch: Any, layer: Layer, pss: str, x: Array, w: Array, gy: Array
     pss : {"forward", "backward_data", "backward_weight"}
     x, w, gy : numpy.ndarray
         Shared with PyTorch through ``torch.from_numpy``, so both read the same memory.
+    channels_last : bool, optional
+        Run on channels-last copies of the three arrays instead (made here, outside the
+        timed call), PyTorch's other memory format: which of the two is faster depends on
+        the layer, and a fair comparison takes PyTorch's faster one.
 
     Returns
     -------
     callable
-        Returns a tensor.
+        Returns a tensor (in the memory format it ran in; its NCHW view is the result).
     """
     tx, tw, tgy = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(gy)
+    if channels_last:
+        fmt = torch.channels_last
+        tx, tw, tgy = (t.contiguous(memory_format=fmt) for t in (tx, tw, tgy))
     st, pd, dl = [layer.stride] * 2, [layer.padding] * 2, [layer.dilation] * 2
     g = layer.groups
 

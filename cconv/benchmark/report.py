@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from .layers import LAYERS, Layer, conv_flops
+from .targets import check_targets, describe_target, geometric_means, thread_scaling
 
 __all__ = ["format_layer_table", "format_markdown"]
 
@@ -33,7 +34,9 @@ def _shape_str(r: Dict[str, Any]) -> str:
 
 
 def _header(m: Dict[str, Any]) -> List[str]:
-    torch_threads = f" ({m['torch_threads']} threads)" if m.get("torch_threads") else ""
+    tt = m.get("torch_threads")
+    torch_threads = (f" ({', '.join(map(str, tt)) if isinstance(tt, list) else tt} threads)"
+                     if tt else "")
     cfg = m.get("cconv_config")
     simd = (f"; cconv SIMD {cfg.get('simd', '?')}, OpenMP {cfg.get('openmp', '?')}"
             if cfg else "")
@@ -41,20 +44,32 @@ def _header(m: Dict[str, Any]) -> List[str]:
                 if m.get("min_time") else "")
     ort = m.get("onnxruntime_version")
     ort_text = f"; onnxruntime {ort}" if ort else ""
+    threads = m["threads"]
+    threads_text = (", ".join(map(str, threads)) if isinstance(threads, list)
+                    else str(threads))
     lines = [
         "# cconv benchmark",
         "",
-        (f"- cconv {m['cconv_version']}, {m['threads']} threads; "
+        (f"- cconv {m['cconv_version']}, {threads_text} threads; "
          f"torch {m['torch_version']}{torch_threads}{ort_text}; numpy {m['numpy_version']}; "
          f"Python {m['python']}"),
         f"- CPU: {m['cpu_model']} ({m['cpu_count']} logical CPUs){simd}",
         (f"- dtype {m['dtype']}, NCHW; median of {m['repeats']} timed calls{min_time} after "
          f"{m['warmup']} warm-up, contenders interleaved; {m['timer']}"),
         (f"- GFLOP/s = {m['flops_formula']} / median time; "
-         "ratio = cconv / torch GFLOP/s (> 1: cconv faster)"
+         "ratio = cconv / torch GFLOP/s, torch in its faster memory format (NCHW, or "
+         "channels_last where marked cl; > 1: cconv faster)"
          + ("; ratio ort = cconv / ONNX Runtime (forward only; ONNX Runtime holds the weight "
             "as an initializer, so it may pre-pack it)" if ort and ort not in _ABSENT else "")),
     ]
+    for c in m.get("ceilings") or []:
+        g, cp = c["gemm"], c["copy"]
+        lines.append(
+            f"- machine ceilings, {c['threads']} thread(s): float32 GEMM peak "
+            f"{g['gflops']:.1f} GFLOP/s (numpy.matmul {g['n']}^3, median); copy bandwidth "
+            f"{cp['gb_s']:.1f} GB/s (STREAM-like copy of {cp['bytes'] // 2 >> 20} MiB, "
+            "read + write counted); % peak = cconv GFLOP/s over the GEMM peak, % BW "
+            "(depthwise) = the pass's least traffic over its time, over the bandwidth")
     if m.get("quick"):
         lines.append("- **quick mode**: N=1 for every layer (smoke test, not representative)")
     if "elapsed_s" in m:
@@ -63,7 +78,9 @@ def _header(m: Dict[str, Any]) -> List[str]:
 
 
 def _row_cells(r: Dict[str, Any], tol: float) -> List[str]:
-    c, t = r["cconv"], r["torch"]
+    c = r["cconv"]
+    cl = r.get("torch_best") == "channels_last"
+    t = r["torch_channels_last"] if cl else r["torch"]
     algo = r["algo"]
     if r.get("plan_algorithm") and r["plan_algorithm"] != algo:
         algo = f"{algo} ({r['plan_algorithm']})"  # what auto / find chose
@@ -75,10 +92,12 @@ def _row_cells(r: Dict[str, Any], tol: float) -> List[str]:
     else:
         cms = cgf = "n/a"
     if t.get("status") == "ok":
-        tms, tgf = _fmt(t["median_s"] * 1e3, ".2f"), _fmt(t["gflops"])
+        tms, tgf = _fmt(t["median_s"] * 1e3, ".2f") + (" cl" if cl else ""), _fmt(t["gflops"])
     else:
         tms = tgf = "-"
-    return [r["layer"], _shape_str(r), str(r["N"]), r["pass"], algo, cms, cgf, tms, tgf,
+    bw = r.get("pct_bandwidth") if r.get("class") == "depthwise" else None
+    return [r["layer"], _shape_str(r), str(r["N"]), str(r["threads"]), r["pass"], algo, cms,
+            cgf, _fmt(r.get("pct_peak"), ".0f"), _fmt(bw, ".0f"), tms, tgf,
             _fmt(r.get("ratio"), ".2f")]
 
 
@@ -112,14 +131,14 @@ def format_markdown(result: Dict[str, Any]) -> str:
     rows = result["results"]
     has_direct_cmp = any(r.get("vs_direct") is not None for r in rows)
     has_ort = any((r.get("onnxruntime") or {}).get("status") == "ok" for r in rows)
-    head = ["layer", "shape", "N", "pass", "algo", "cconv ms", "cconv GFLOP/s",
-            "torch ms", "torch GFLOP/s", "ratio"]
+    head = ["layer", "shape", "N", "threads", "pass", "algo", "cconv ms", "cconv GFLOP/s",
+            "% peak", "% BW", "torch ms", "torch GFLOP/s", "ratio"]
     if has_ort:
         head += ["ort ms", "ratio ort"]
     if has_direct_cmp:
         head.append("x direct")
     lines.append("| " + " | ".join(head) + " |")
-    lines.append("|" + "|".join("---" if i < 5 else "---:" for i in range(len(head))) + "|")
+    lines.append("|" + "|".join("---" if i < 6 else "---:" for i in range(len(head))) + "|")
     tol = _TOLERANCE.get(m.get("dtype"), 1e-3)
     for r in rows:
         cells = _row_cells(r, tol)
@@ -128,7 +147,29 @@ def format_markdown(result: Dict[str, Any]) -> str:
         if has_direct_cmp:
             cells.append(_fmt(r.get("vs_direct"), ".2f"))
         lines.append("| " + " | ".join(cells) + " |")
+    lines += _summary(rows)
     return "\n".join(lines) + "\n"
+
+
+def _summary(rows: List[Dict[str, Any]]) -> List[str]:
+    """Geometric means per pass, thread scaling and the targets, after the table."""
+    auto = [r for r in rows if r["algo"] in ("auto", "find")]
+    lines: List[str] = []
+    means = geometric_means(auto)
+    if means:
+        lines += ["", "Geometric mean of the ratios to PyTorch (auto):", ""]
+        lines += [f"- {pss}, {t} thread(s): {g:.2f} over {count} layers"
+                  for (t, pss), (g, count) in means.items()]
+    scaling = thread_scaling(auto)
+    if scaling:
+        lines += ["", "Thread scaling (one-thread time over the larger count's, auto):", "",
+                  "| layer | N | pass | threads | speed-up |", "|---|---:|---|---:|---:|"]
+        lines += [f"| {s['layer']} | {s['N']} | {s['pass']} | {s['threads']} | "
+                  f"{s['speedup']:.2f} |" for s in scaling]
+    if rows and "class" in rows[0]:
+        lines += ["", "Performance targets, held against this run:", ""]
+        lines += [describe_target(t) for t in check_targets(rows)]
+    return lines
 
 
 def format_layer_table(layers: Sequence[Layer] = LAYERS) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import importlib
 import platform
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -38,6 +37,7 @@ import numpy as np
 import cconv
 
 from . import environment
+from .machine import gemm_peak
 from .timing import summarize, time_interleaved
 
 __all__ = ["CASES", "CASE_COUNT", "ScipyCase", "format_markdown", "gemm_peak", "run_suite"]
@@ -108,37 +108,6 @@ def _import_scipy() -> Tuple[Any, Any]:
         raise ImportError("the SciPy benchmark needs SciPy: pip install 'cconv[test]' "
                           f"(or scipy) ({exc})") from None
     return ndi, sig
-
-
-def gemm_peak(n: int = 2048, repeats: int = 5) -> Dict[str, Any]:
-    """float32 GEMM throughput of NumPy's BLAS on one thread.
-
-    Parameters
-    ----------
-    n : int, optional
-        Size of the square matrices.
-    repeats : int, optional
-        Timed products (after one untimed).
-
-    Returns
-    -------
-    dict
-        ``n``, ``median_s``, ``gflops`` (``2 n**3`` over the median).
-    """
-    threadpool_limits = importlib.import_module("threadpoolctl").threadpool_limits
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    c = np.empty((n, n), np.float32)
-    times = []
-    with threadpool_limits(limits=1, user_api="blas"):
-        np.matmul(a, b, out=c)
-        for _ in range(max(1, repeats)):
-            t0 = time.perf_counter()
-            np.matmul(a, b, out=c)
-            times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
-    return {"n": n, "median_s": med, "gflops": 2.0 * n**3 / med / 1e9}
 
 
 def _data(case: ScipyCase, quick: bool, seed: int = 0) -> Tuple[np.ndarray, np.ndarray]:

@@ -4,7 +4,7 @@ results checked."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -23,9 +23,12 @@ from .contenders import (
     torch_call,
 )
 from .layers import Layer, conv_flops, select_layers
+from .machine import copy_bandwidth, gemm_peak
+from .targets import layer_class, min_bytes, optional_pct
 from .timing import summarize, time_interleaved
 
-__all__ = ["PASSES", "parse_algos", "parse_passes", "run_suite"]
+__all__ = ["PASSES", "measure_ceilings", "parse_algos", "parse_passes", "parse_threads",
+           "run_suite"]
 
 PASSES = ("forward", "backward_data", "backward_weight")
 
@@ -121,11 +124,70 @@ def parse_algos(algos: Union[None, str, Sequence[str]] = None) -> List[str]:
     return out
 
 
+def parse_threads(threads: Union[None, int, str, Sequence[int]] = None) -> List[int]:
+    """The thread counts named by `threads`, duplicates dropped, in the order given.
+
+    Parameters
+    ----------
+    threads : int, str or sequence of int, optional
+        One count, comma-separated counts (``"1,2"``) or a sequence of them.  Default: the
+        one count ``cconv.get_num_threads()``.
+
+    Returns
+    -------
+    list of int
+
+    Raises
+    ------
+    ValueError
+        For a count below 1, a non-integer or an empty list.
+    """
+    if threads is None:
+        return [int(cconv.get_num_threads())]
+    items = (threads.split(",") if isinstance(threads, str)
+             else [threads] if isinstance(threads, (int, np.integer)) else list(threads))
+    out: List[int] = []
+    for item in items:
+        if isinstance(item, str) and not item.strip():
+            continue
+        try:
+            count = int(item)
+        except (TypeError, ValueError):
+            raise ValueError(f"threads: expected integers, got {item!r}") from None
+        if count < 1:
+            raise ValueError(f"threads: must be >= 1, got {count}")
+        if count not in out:
+            out.append(count)
+    if not out:
+        raise ValueError("threads: empty")
+    return out
+
+
+def measure_ceilings(threads: int, quick: bool = False) -> Dict[str, Any]:
+    """The machine's float32 GEMM peak and copy bandwidth on `threads` threads.
+
+    Parameters
+    ----------
+    threads : int
+    quick : bool, optional
+        Small operands (a smoke test: the figures are then below the real ceilings).
+
+    Returns
+    -------
+    dict
+        ``threads``, ``gemm`` (see :func:`~cconv.benchmark.machine.gemm_peak`) and
+        ``copy`` (see :func:`~cconv.benchmark.machine.copy_bandwidth`).
+    """
+    return {"threads": threads,
+            "gemm": gemm_peak(512 if quick else 2048, 2 if quick else 5, threads),
+            "copy": copy_bandwidth((16 if quick else 256) << 20, 2 if quick else 5, threads)}
+
+
 def run_suite(
     layers: Union[None, str, Sequence[str], Sequence[Layer]] = None,
     passes: Union[None, str, Sequence[str]] = None,
     algos: Union[None, str, Sequence[str]] = None,
-    threads: Optional[int] = None,
+    threads: Union[None, int, str, Sequence[int]] = None,
     repeats: int = 5,
     warmup: int = 1,
     min_time: float = 0.0,
@@ -137,6 +199,7 @@ def run_suite(
     timer: Callable[[], float] = time.perf_counter,
     seed: int = 0,
     onnxruntime: bool = True,
+    peaks: bool = True,
 ) -> Dict[str, Any]:
     """Time cconv (and PyTorch and ONNX Runtime when installed) on a set of layers.
 
@@ -144,7 +207,10 @@ def run_suite(
     for PyTorch on the same arrays, with the same thread count (ONNX Runtime, an inference
     engine, runs the forward pass only); the calls of all contenders of one (layer, pass)
     are interleaved (see
-    :func:`~cconv.benchmark.timing.time_interleaved`).
+    :func:`~cconv.benchmark.timing.time_interleaved`).  PyTorch runs both its memory
+    formats (NCHW and channels-last) and the faster one is the reference.  Before the
+    layers, the machine's ceilings are measured with the same thread count (see
+    :func:`measure_ceilings`), and every row gets its share of them.
 
     Parameters
     ----------
@@ -156,8 +222,9 @@ def run_suite(
     algos : str or sequence of str, optional
         See :func:`parse_algos`.  A shape an algorithm cannot handle (cconv raises
         ValueError) is reported as ``n/a``.  Default ``["auto"]``.
-    threads : int, optional
-        Thread count for cconv (``num_threads=``) and for ``torch.set_num_threads``.
+    threads : int, str or sequence of int, optional
+        Thread count for cconv (``num_threads=``), ``torch.set_num_threads`` and ONNX
+        Runtime; several counts (see :func:`parse_threads`) time every case at each.
         Default ``cconv.get_num_threads()``.
     repeats : int, optional
         Timed calls per contender at least; the median is reported.  Default 5.
@@ -184,17 +251,27 @@ def run_suite(
     onnxruntime : bool, optional
         Compare the forward pass with ONNX Runtime when ``onnxruntime`` and ``onnx`` are
         importable (float32 only).  Default True.
+    peaks : bool, optional
+        Measure the GEMM peak and the copy bandwidth first.  Default True.
 
     Returns
     -------
     dict
-        ``{"meta": {...}, "results": [row, ...]}``, one row per (layer, pass, algo): the
-        shape, the batch ``N`` used, ``flops``, a ``cconv``, a ``torch`` and an
+        ``{"meta": {...}, "results": [row, ...]}``.  ``meta`` holds the environment, the
+        settings and ``ceilings`` (one :func:`measure_ceilings` record per thread count;
+        ``threads`` is the count, or the list of counts when several ran).  One row per
+        (layer, threads, pass, algo): the shape, the batch ``N`` used, ``flops``, ``class``
+        (see :func:`~cconv.benchmark.targets.layer_class`), ``bytes`` (the least traffic
+        of the pass), a ``cconv``, a ``torch`` (NCHW), a ``torch_channels_last`` and an
         ``onnxruntime`` entry (``status`` "ok" / "n/a" / "error" / "not installed" /
-        "not used", ``times_s``, ``median_s``, ``gflops``), ``ratio`` (cconv / torch
-        GFLOP/s), ``ratio_onnxruntime`` (cconv / ONNX Runtime), ``vs_direct`` (GFLOP/s over
-        the direct algorithm's, when that was timed too), ``max_rel_err`` (against PyTorch)
-        and ``max_rel_err_onnxruntime``.
+        "not used", ``times_s``, ``median_s``, ``gflops``), ``torch_best`` (the faster
+        memory format, ``"nchw"`` or ``"channels_last"``), ``ratio`` (cconv GFLOP/s over
+        PyTorch's faster format's), ``ratio_nchw`` and ``ratio_channels_last`` (over each
+        format), ``ratio_onnxruntime`` (cconv / ONNX Runtime), ``pct_peak`` (cconv's
+        GFLOP/s in % of the GEMM peak), ``pct_bandwidth`` (``bytes`` over the time, in %
+        of the copy bandwidth), ``vs_direct`` (GFLOP/s over the direct algorithm's, when
+        that was timed too), ``max_rel_err`` (against PyTorch) and
+        ``max_rel_err_onnxruntime``.
 
     Raises
     ------
@@ -221,20 +298,16 @@ def run_suite(
         raise ValueError(f"min_time: must be >= 0, got {min_time!r}")
     if quick:
         repeats, min_time = min(repeats, 2), 0.0
-    if threads is None:
-        threads = int(cconv.get_num_threads())
-    else:
-        threads = int(threads)
-        if threads < 1:
-            raise ValueError(f"threads: must be >= 1, got {threads}")
-        cconv.set_num_threads(threads)
+    thread_list = parse_threads(threads)
 
     tmod = import_torch() if torch else None
     if tmod is not None:
-        tmod.set_num_threads(threads)
+        tmod.set_num_threads(thread_list[0])
     ort = import_onnxruntime() if onnxruntime else None
 
-    meta = environment.describe(threads, tmod, torch, ort, onnxruntime)
+    meta = environment.describe(thread_list[0], tmod, torch, ort, onnxruntime)
+    if len(thread_list) > 1:
+        meta["threads"] = meta["torch_threads"] = thread_list
     meta.update({
         "dtype": dtype,
         "passes": pass_list,
@@ -248,37 +321,74 @@ def run_suite(
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     })
 
+    t_start = time.perf_counter()
+    ceilings = {t: measure_ceilings(t, quick) for t in thread_list} if peaks else {}
+    meta["ceilings"] = list(ceilings.values())
     rng = np.random.default_rng(seed)
     results: List[Row] = []
-    t_start = time.perf_counter()
     for layer in layer_list:
         n = 1 if quick else layer.N
         flops = conv_flops(layer, n)
         x, w, gy = make_data(layer, n, dtype, rng)
         plan_algo = {a: planned_algorithm(layer, n, dtype, a)
                      for a in algo_list if a in ("auto", "find")}
-        for pss in pass_list:
-            contenders = {"cconv:" + a: cconv_call(layer, pss, a, x, w, gy, threads)
-                          for a in algo_list}
+        for t in thread_list:
             if tmod is not None:
-                contenders["torch"] = torch_call(tmod, layer, pss, x, w, gy)
-            ort_problem: Optional[Dict[str, Any]] = None
-            if ort is not None and pss == "forward":
-                try:
-                    contenders["onnxruntime"] = onnxruntime_call(ort, layer, x, w, threads)
-                except ValueError as exc:  # a dtype it lacks: not applicable
-                    ort_problem = {"status": "n/a", "reason": str(exc)}
-                except Exception as exc:  # its own failure is reported, not fatal
-                    ort_problem = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            times, outputs, errors = time_interleaved(contenders, warmup, repeats, timer,
-                                                      min_time)
-            rows = _case_rows(layer, n, pss, algo_list, flops, times, outputs, errors,
-                              meta, plan_algo if pss == "forward" else {}, check, ort_problem)
-            results.extend(rows)
-            if progress is not None:
-                progress(_progress_line(layer, pss, n, rows))
+                tmod.set_num_threads(t)
+            for pss in pass_list:
+                rows = _time_case(layer, n, pss, t, algo_list, flops, (x, w, gy), tmod, ort,
+                                  (warmup, repeats, min_time), timer, meta,
+                                  plan_algo if pss == "forward" else {}, check)
+                for row in rows:
+                    _add_shares(row, layer, ceilings.get(t), np.dtype(dtype).itemsize)
+                results.extend(rows)
+                if progress is not None:
+                    progress(_progress_line(layer, pss, n, rows))
+    if tmod is not None:
+        tmod.set_num_threads(thread_list[0])
     meta["elapsed_s"] = time.perf_counter() - t_start
     return {"meta": meta, "results": results}
+
+
+def _time_case(layer: Layer, n: int, pss: str, threads: int, algo_list: List[str], flops: int,
+               data: Tuple[Any, Any, Any], tmod: Any, ort: Any,
+               settings: Tuple[int, int, float], timer: Callable[[], float],
+               meta: Dict[str, Any], plan_algo: Dict[str, Optional[str]], check: bool,
+               ) -> List[Row]:
+    """Time one (layer, threads, pass) for every contender; its rows."""
+    x, w, gy = data
+    contenders = {"cconv:" + a: cconv_call(layer, pss, a, x, w, gy, threads)
+                  for a in algo_list}
+    if tmod is not None:
+        contenders["torch"] = torch_call(tmod, layer, pss, x, w, gy)
+        contenders["torch:channels_last"] = torch_call(tmod, layer, pss, x, w, gy,
+                                                       channels_last=True)
+    ort_problem: Optional[Dict[str, Any]] = None
+    if ort is not None and pss == "forward":
+        try:
+            contenders["onnxruntime"] = onnxruntime_call(ort, layer, x, w, threads)
+        except ValueError as exc:  # a dtype it lacks: not applicable
+            ort_problem = {"status": "n/a", "reason": str(exc)}
+        except Exception as exc:  # its own failure is reported, not fatal
+            ort_problem = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+    warmup, repeats, min_time = settings
+    times, outputs, errors = time_interleaved(contenders, warmup, repeats, timer, min_time)
+    return _case_rows(layer, n, pss, threads, algo_list, flops, times, outputs, errors, meta,
+                      plan_algo, check, ort_problem)
+
+
+def _add_shares(row: Row, layer: Layer, ceiling: Optional[Dict[str, Any]],
+                itemsize: int) -> None:
+    """The row's class, least traffic, and shares of the machine's ceilings."""
+    row["class"] = layer_class(layer)
+    row["bytes"] = min_bytes(layer, row["N"], row["pass"], itemsize)
+    row["pct_peak"] = row["pct_bandwidth"] = None
+    c = row["cconv"]
+    if ceiling is None or c["status"] != "ok":
+        return
+    row["pct_peak"] = optional_pct(c["gflops"], ceiling["gemm"]["gflops"])
+    row["pct_bandwidth"] = optional_pct(row["bytes"] / c["median_s"] / 1e9,
+                                        ceiling["copy"]["gb_s"])
 
 
 def _entry(label: str, times: Dict[str, List[float]], errors: Dict[str, str], flops: int,
@@ -291,13 +401,18 @@ def _entry(label: str, times: Dict[str, List[float]], errors: Dict[str, str], fl
     return absent
 
 
-def _case_rows(layer: Layer, n: int, pss: str, algo_list: List[str], flops: int,
+def _case_rows(layer: Layer, n: int, pss: str, threads: int, algo_list: List[str], flops: int,
                times: Dict[str, List[float]], outputs: Dict[str, Any], errors: Dict[str, str],
                meta: Dict[str, Any], plan_algo: Dict[str, Optional[str]], check: bool,
                ort_problem: Optional[Dict[str, Any]] = None) -> List[Row]:
     """The result rows of one (layer, pass), one per cconv algorithm."""
     # Not compared: the status says why ("not installed" or "not used").
     t_entry = _entry("torch", times, errors, flops, {"status": meta["torch_version"]})
+    tcl_entry = _entry("torch:channels_last", times, errors, flops,
+                       {"status": meta["torch_version"]})
+    torch_ok = {name: e for name, e in (("nchw", t_entry), ("channels_last", tcl_entry))
+                if e["status"] == "ok"}
+    best = max(torch_ok, key=lambda k: torch_ok[k]["gflops"]) if torch_ok else None
     ort_version = meta.get("onnxruntime_version", "not used")
     o_absent = ort_problem or (
         {"status": "n/a", "reason": "ONNX Runtime runs the forward pass only"}
@@ -322,14 +437,17 @@ def _case_rows(layer: Layer, n: int, pss: str, algo_list: List[str], flops: int,
             "W": layer.W, "R": layer.R, "S": layer.S, "stride": layer.stride,
             "padding": layer.padding, "dilation": layer.dilation, "groups": layer.groups,
             "OH": oh, "OW": ow, "flops": flops, "dtype": meta["dtype"],
-            "threads": meta["threads"], "torch": t_entry, "onnxruntime": o_entry,
-            "ratio": None, "ratio_onnxruntime": None, "vs_direct": None, "max_rel_err": None,
-            "max_rel_err_onnxruntime": None,
+            "threads": threads, "torch": t_entry, "torch_channels_last": tcl_entry,
+            "torch_best": best, "onnxruntime": o_entry, "ratio": None, "ratio_nchw": None,
+            "ratio_channels_last": None, "ratio_onnxruntime": None, "vs_direct": None,
+            "max_rel_err": None, "max_rel_err_onnxruntime": None,
         }
         if label in times:
             c_entry = dict(status="ok", **summarize(times[label], flops))
-            if t_entry["status"] == "ok":
-                row["ratio"] = c_entry["gflops"] / t_entry["gflops"]
+            for name, e in torch_ok.items():
+                row["ratio_" + name] = c_entry["gflops"] / e["gflops"]
+            if best is not None:
+                row["ratio"] = row["ratio_" + best]
             if o_entry["status"] == "ok":
                 row["ratio_onnxruntime"] = c_entry["gflops"] / o_entry["gflops"]
                 if check and ort_ref is not None:
@@ -348,9 +466,11 @@ def _case_rows(layer: Layer, n: int, pss: str, algo_list: List[str], flops: int,
 def _progress_line(layer: Layer, pss: str, n: int, rows: List[Row]) -> str:
     cells = [f"{r['algo']} {r['cconv']['gflops']:.1f}" if r["cconv"]["status"] == "ok"
              else f"{r['algo']} n/a" for r in rows]
-    t = rows[0]["torch"]
-    tpart = f"torch {t['gflops']:.1f}" if t["status"] == "ok" else ""
+    best = rows[0]["torch_best"]
+    t = rows[0]["torch_channels_last" if best == "channels_last" else "torch"]
+    tpart = (f"torch {t['gflops']:.1f}{' (cl)' if best == 'channels_last' else ''}"
+             if best else "")
     o = rows[0]["onnxruntime"]
     opart = f" ort {o['gflops']:.1f}" if o["status"] == "ok" else ""
-    return (f"{layer.name:<26} {pss:<15} N={n:<2d} GFLOP/s: {', '.join(cells)} "
-            f"{tpart}{opart}").rstrip()
+    return (f"{layer.name:<26} {pss:<15} N={n:<2d} {rows[0]['threads']}t GFLOP/s: "
+            f"{', '.join(cells)} {tpart}{opart}").rstrip()
