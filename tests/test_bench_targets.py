@@ -179,3 +179,30 @@ def test_parse_threads():
     assert benchmark.parse_threads(np.int64(4)) == [4]
     assert benchmark.parse_threads(None) == [benchmark.suite.cconv.get_num_threads()]
     assert math.isfinite(benchmark.parse_threads([1])[0])
+
+
+def test_primed_batched_rounds():
+    import time
+
+    from cconv.benchmark.timing import time_interleaved
+
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.004)
+    clock = iter(float(i) for i in range(1000))  # every timer() call advances one second
+    times, _, errors = time_interleaved({"a": slow}, warmup=1, repeats=3,
+                                        timer=lambda: next(clock), settle=0.0, prime=1e-9,
+                                        batch=0.02)
+    assert not errors and len(times["a"]) == 3
+    per_round = 1.0 / times["a"][0]  # one fake second over the round's call count
+    count = round(per_round)
+    assert 1 <= count <= 5 and per_round == pytest.approx(count)
+    assert all(t == pytest.approx(1.0 / count) for t in times["a"])
+    # one warm-up, then per round one priming call and `count` timed calls
+    assert len(calls) == 1 + 3 * (1 + count)
+    calls.clear()
+    clock = iter(float(i) for i in range(1000))
+    time_interleaved({"a": slow}, warmup=1, repeats=2, timer=lambda: next(clock), settle=0.0)
+    assert len(calls) == 1 + 2  # no priming, one call per round by default

@@ -33,6 +33,18 @@ def _shape_str(r: Dict[str, Any]) -> str:
     return s + f" {r['H']}x{r['W']}"
 
 
+def _rounds_text(m: Dict[str, Any]) -> str:
+    """How a timed round runs: primed, batched (the layer suite's defaults) or one call."""
+    prime, batch = m.get("prime_s") or 0, m.get("batch_s") or 0
+    parts = []
+    if prime:
+        parts.append(f"each round follows {prime * 1e3:g} ms of untimed calls of the same "
+                     "contender (wakes idle cores)")
+    if batch:
+        parts.append(f"a round is the mean of back-to-back calls filling ~{batch * 1e3:g} ms")
+    return ("; " + "; ".join(parts)) if parts else ""
+
+
 def _header(m: Dict[str, Any]) -> List[str]:
     tt = m.get("torch_threads")
     torch_threads = (f" ({', '.join(map(str, tt)) if isinstance(tt, list) else tt} threads)"
@@ -40,7 +52,7 @@ def _header(m: Dict[str, Any]) -> List[str]:
     cfg = m.get("cconv_config")
     simd = (f"; cconv SIMD {cfg.get('simd', '?')}, OpenMP {cfg.get('openmp', '?')}"
             if cfg else "")
-    min_time = (f" or more (at least {m['min_time']:g} s per contender)"
+    min_time = (f" or more (at least {m['min_time']:g} s of timed calls per contender)"
                 if m.get("min_time") else "")
     ort = m.get("onnxruntime_version")
     ort_text = f"; onnxruntime {ort}" if ort else ""
@@ -54,8 +66,9 @@ def _header(m: Dict[str, Any]) -> List[str]:
          f"torch {m['torch_version']}{torch_threads}{ort_text}; numpy {m['numpy_version']}; "
          f"Python {m['python']}"),
         f"- CPU: {m['cpu_model']} ({m['cpu_count']} logical CPUs){simd}",
-        (f"- dtype {m['dtype']}, NCHW; median of {m['repeats']} timed calls{min_time} after "
-         f"{m['warmup']} warm-up, contenders interleaved; {m['timer']}"),
+        (f"- dtype {m['dtype']}, NCHW; median of {m['repeats']} timed rounds{min_time} after "
+         f"{m['warmup']} warm-up, contenders interleaved; {m['timer']}"
+         + _rounds_text(m)),
         (f"- GFLOP/s = {m['flops_formula']} / median time; "
          "ratio = cconv / torch GFLOP/s, torch in its faster memory format (NCHW, or "
          "channels_last where marked cl; > 1: cconv faster)"

@@ -25,7 +25,13 @@ from .contenders import (
 from .layers import Layer, conv_flops, select_layers
 from .machine import copy_bandwidth, gemm_peak
 from .targets import layer_class, min_bytes, optional_pct
-from .timing import summarize, time_interleaved
+from .timing import (
+    BATCH_SECONDS,
+    PRIME_SECONDS,
+    SETTLE_SECONDS,
+    summarize,
+    time_interleaved,
+)
 
 __all__ = ["PASSES", "measure_ceilings", "parse_algos", "parse_passes", "parse_threads",
            "run_suite"]
@@ -200,6 +206,8 @@ def run_suite(
     seed: int = 0,
     onnxruntime: bool = True,
     peaks: bool = True,
+    prime: float = PRIME_SECONDS,
+    batch: float = BATCH_SECONDS,
 ) -> Dict[str, Any]:
     """Time cconv (and PyTorch and ONNX Runtime when installed) on a set of layers.
 
@@ -253,6 +261,15 @@ def run_suite(
         importable (float32 only).  Default True.
     peaks : bool, optional
         Measure the GEMM peak and the copy bandwidth first.  Default True.
+    prime : float, optional
+        Seconds of untimed calls of a contender right before each of its timed rounds
+        (see :func:`~cconv.benchmark.timing.time_interleaved`): the timed calls then run
+        on awake cores, as calls in a loop do, and other contenders' threads have stopped
+        spinning.  Default :data:`~cconv.benchmark.timing.PRIME_SECONDS`; 0 times each
+        round after a :data:`~cconv.benchmark.timing.SETTLE_SECONDS` sleep instead.
+    batch : float, optional
+        Seconds of back-to-back calls timed as one round (their mean is the round's time).
+        Default :data:`~cconv.benchmark.timing.BATCH_SECONDS`; 0: one call per round.
 
     Returns
     -------
@@ -296,6 +313,11 @@ def run_suite(
         raise ValueError(f"warmup: must be >= 0, got {warmup}")
     if not min_time >= 0:  # also rejects NaN
         raise ValueError(f"min_time: must be >= 0, got {min_time!r}")
+    prime, batch = float(prime), float(batch)
+    if not prime >= 0:
+        raise ValueError(f"prime: must be >= 0, got {prime!r}")
+    if not batch >= 0:
+        raise ValueError(f"batch: must be >= 0, got {batch!r}")
     if quick:
         repeats, min_time = min(repeats, 2), 0.0
     thread_list = parse_threads(threads)
@@ -315,6 +337,8 @@ def run_suite(
         "repeats": repeats,
         "min_time": min_time,
         "warmup": warmup,
+        "prime_s": prime,
+        "batch_s": batch,
         "quick": bool(quick),
         "timer": getattr(timer, "__name__", str(timer)),
         "flops_formula": "2*N*K*OH*OW*(C/groups)*R*S per pass",
@@ -337,7 +361,7 @@ def run_suite(
                 tmod.set_num_threads(t)
             for pss in pass_list:
                 rows = _time_case(layer, n, pss, t, algo_list, flops, (x, w, gy), tmod, ort,
-                                  (warmup, repeats, min_time), timer, meta,
+                                  (warmup, repeats, min_time, prime, batch), timer, meta,
                                   plan_algo if pss == "forward" else {}, check)
                 for row in rows:
                     _add_shares(row, layer, ceilings.get(t), np.dtype(dtype).itemsize)
@@ -352,7 +376,7 @@ def run_suite(
 
 def _time_case(layer: Layer, n: int, pss: str, threads: int, algo_list: List[str], flops: int,
                data: Tuple[Any, Any, Any], tmod: Any, ort: Any,
-               settings: Tuple[int, int, float], timer: Callable[[], float],
+               settings: Tuple[int, int, float, float, float], timer: Callable[[], float],
                meta: Dict[str, Any], plan_algo: Dict[str, Optional[str]], check: bool,
                ) -> List[Row]:
     """Time one (layer, threads, pass) for every contender; its rows."""
@@ -371,8 +395,10 @@ def _time_case(layer: Layer, n: int, pss: str, threads: int, algo_list: List[str
             ort_problem = {"status": "n/a", "reason": str(exc)}
         except Exception as exc:  # its own failure is reported, not fatal
             ort_problem = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-    warmup, repeats, min_time = settings
-    times, outputs, errors = time_interleaved(contenders, warmup, repeats, timer, min_time)
+    warmup, repeats, min_time, prime, batch = settings
+    times, outputs, errors = time_interleaved(
+        contenders, warmup, repeats, timer, min_time,
+        settle=0.0 if prime > 0 else SETTLE_SECONDS, prime=prime, batch=batch)
     return _case_rows(layer, n, pss, threads, algo_list, flops, times, outputs, errors, meta,
                       plan_algo, check, ort_problem)
 

@@ -6,21 +6,32 @@ import statistics
 import time
 from typing import Any, Callable, Dict, List, Tuple
 
-__all__ = ["SETTLE_SECONDS", "summarize", "time_interleaved"]
+__all__ = ["BATCH_SECONDS", "PRIME_SECONDS", "SETTLE_SECONDS", "summarize", "time_interleaved"]
 
-# Idle time before each timed call.  A library's OpenMP / BLAS threads spin for a while after
-# a call (libgomp's default is about 5 ms here); timed right after another library's call,
-# a contender would share the cores with those spinning threads (cconv's forward measured up
-# to 2-3x slower right after an ONNX Runtime or PyTorch call).  The pause lets them sleep,
-# so every call is timed on an idle machine, as a call inside a pipeline would be.
+# Idle time before each timed round (0: none).  A library's OpenMP / BLAS threads spin for a
+# while after a call (libgomp's default is about 5 ms here); timed right after another
+# library's call, a contender would share the cores with those spinning threads (cconv's
+# forward measured up to 2-3x slower right after an ONNX Runtime or PyTorch call).  The
+# layer suite does not sleep but primes (below), which outlasts that spinning.
 SETTLE_SECONDS = 0.01
+# Seconds of untimed calls of a contender right before each of its timed rounds, in the
+# layer suite.  On a virtual machine a core that has idled for ~10 ms or more runs the next
+# milliseconds several times slower (measured on these 2-vCPU machines: a 2-thread Winograd
+# layer of 2.2 ms took 6.5 ms as the first call after a 50 ms pause, 3.4 ms as the second,
+# 2.3 ms from the third; PyTorch the same; a 0.6 ms layer stayed 5x slower on 2 threads
+# than on 1 after two priming calls).  Priming by time wakes the cores, so a timed call
+# runs as calls inside a loop (a training step, a pipeline) do.
+PRIME_SECONDS = 0.015
+# Seconds of back-to-back calls timed as one round in the layer suite (their mean is the
+# round's time): one short call's time mostly measures the machine's jitter.
+BATCH_SECONDS = 0.01
 
 
 def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repeats: int,
                      timer: Callable[[], float], min_time: float = 0.0, max_repeats: int = 200,
-                     settle: float = SETTLE_SECONDS,
+                     settle: float = SETTLE_SECONDS, prime: float = 0.0, batch: float = 0.0,
                      ) -> Tuple[Dict[str, List[float]], Dict[str, Any], Dict[str, str]]:
-    """Warm up, then time rounds of one call of every contender each.
+    """Warm up, then time rounds of every contender in turn.
 
     Parameters
     ----------
@@ -39,12 +50,20 @@ def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repe
     max_repeats : int, optional
         Cap on the number of rounds `min_time` may add.
     settle : float, optional
-        Seconds of real sleep before each timed call (:data:`SETTLE_SECONDS`); 0 for none.
+        Seconds of real sleep before each timed round (:data:`SETTLE_SECONDS`); 0 for none.
+    prime : float, optional
+        Seconds of untimed calls of the same contender (at least one when positive) between
+        the sleep and its timed round (:data:`PRIME_SECONDS` in the layer suite).  Default
+        0: none.
+    batch : float, optional
+        A round is as many back-to-back calls as the contender's last warm-up call (timed
+        with :func:`time.perf_counter`) says fill this many seconds, at least one; the
+        round's time is their mean.  Default 0: one call per round.
 
     Returns
     -------
     times : dict
-        Label -> list of seconds, one per round.
+        Label -> list of seconds per call, one per round.
     outputs : dict
         Label -> result of its first warm-up call.
     errors : dict
@@ -53,21 +72,25 @@ def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repe
     """
     outputs: Dict[str, Any] = {}
     errors: Dict[str, str] = {}
+    calls: Dict[str, int] = {}
     live: List[str] = []
     for label, fn in contenders.items():
         try:
             for i in range(max(1, warmup)):
+                t0 = time.perf_counter()
                 r = fn()
+                took = time.perf_counter() - t0
                 if i == 0:
                     outputs[label] = r
         except ValueError as exc:
             errors[label] = str(exc) or exc.__class__.__name__
             continue
+        calls[label] = max(1, min(1000, int(batch / took))) if batch > 0 and took > 0 else 1
         live.append(label)
     times: Dict[str, List[float]] = {label: [] for label in live}
+    spent = dict.fromkeys(live, 0.0)
     i = 0
-    while live and (i < repeats or (i < max_repeats
-                                    and min(sum(t) for t in times.values()) < min_time)):
+    while live and (i < repeats or (i < max_repeats and min(spent.values()) < min_time)):
         # Rotate who goes first, and reverse the order every len(live) rounds, so that a
         # slow spell of the machine, or the cache state left by the previous call, hits
         # every contender alike.  (Reversing every other round instead would undo the
@@ -77,12 +100,20 @@ def time_interleaved(contenders: Dict[str, Callable[[], Any]], warmup: int, repe
         if (i // len(live)) % 2:
             order = order[::-1]
         for label in order:
-            fn = contenders[label]
+            fn, count = contenders[label], calls[label]
             if settle > 0:
                 time.sleep(settle)
+            if prime > 0:
+                until = time.perf_counter() + prime
+                fn()
+                while time.perf_counter() < until:
+                    fn()
             t0 = timer()
-            fn()
-            times[label].append(timer() - t0)
+            for _ in range(count):
+                fn()
+            took = timer() - t0
+            times[label].append(took / count)
+            spent[label] += took
         i += 1
     return times, outputs, errors
 
