@@ -19,7 +19,7 @@ from ._kernels import _runtime
 
 LEVELS = ("avx512", "avx2", "base")
 # The kernel modules built per level: cconv._kernels.<stem>_<level>.
-TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows")
+TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows", "_pointwise")
 
 
 def available_levels() -> List[str]:
@@ -73,14 +73,22 @@ LEVEL, _modules = _select()
 if TYPE_CHECKING:
     # Every level's module has the same interface (its stub is rendered from one template):
     # the type checker sees one of them.
-    from ._kernels import _depthwise_base, _rows_base, _tiles_base, _winograd_base
+    from ._kernels import (
+        _depthwise_base,
+        _pointwise_base,
+        _rows_base,
+        _tiles_base,
+        _winograd_base,
+    )
 
     tiles = _tiles_base
     winograd = _winograd_base
     depthwise = _depthwise_base
     rows = _rows_base
+    pointwise = _pointwise_base
 else:
     tiles = _modules.tiles
     winograd = _modules.winograd
     depthwise = _modules.depthwise
     rows = _modules.rows
+    pointwise = _modules.pointwise

@@ -1,22 +1,26 @@
-"""The GEMM algorithm: every convolution as matrix products done by NumPy's BLAS.
+"""The GEMM algorithm: every convolution as matrix products.
 
 **Unpadded 1x1 convolutions** are matrix products as they stand.  With ``X`` the input's
 pixels (a stride > 1 first takes every stride-th pixel) and ``W`` the (K, C) weight of a
 group:
 
 * NCHW memory: per image and group ``Y[k, :] = W @ X[c, :]`` over the flattened pixels,
-  ``numpy.matmul`` reading and writing the planes in place;
-* NHWC memory: the whole batch at once, ``Y(NHW, K) = X(NHW, C) @ W^T``, again in place.
+  read and written in place by a compiled product of cconv's own (``_pointwise``: panels
+  of 256 pixels packed into two-vector strips, the Winograd kernels' register tile over
+  them), forward and backward-data alike.  It measured 1.5-1.9x NumPy's OpenBLAS, which
+  on an AMD EPYC Zen 5 (AVX-512) runs its AVX2 kernels: 8x256x56x56 -> 64 at 158 / 315
+  GFLOP/s on 1 / 2 threads against 100 / 190;
+* NHWC memory: the whole batch at once, ``Y(NHW, K) = X(NHW, C) @ W^T`` by NumPy's BLAS,
+  again in place.
 
 Backward-data is ``W^T @ dY`` (scattered back to the stride-th pixels), backward-weight
-``dY @ X^T`` summed in a fixed order over pieces of the batch (per image, or per 4096 NHWC
-pixels).  Every product is cut into pieces fixed by the shape (``PIECE_PIXELS`` output pixels
-forward and backward-data), each a single-threaded BLAS product, the pieces spread over
-Python threads: a threaded BLAS splits a product differently for another thread count
-(float64 results changed between 1 and 2 OpenBLAS threads), and the result must not depend
-on it.  BLAS measured faster than the tile kernels on these shapes (NumPy's
-OpenBLAS on an AMD EPYC Zen 4: 77 GFLOP/s on 1 thread and 138 on 2 for 8x64x56x56 -> 256,
-where the direct kernel ran 34 and 52 and PyTorch 67 and 83).
+``dY @ X^T`` by BLAS, summed in a fixed order over pieces of the batch (per image, or per
+4096 NHWC pixels).  Every BLAS product is cut into pieces fixed by the shape
+(``PIECE_PIXELS`` output pixels forward and backward-data), each a single-threaded BLAS
+product, the pieces spread over Python threads: a threaded BLAS splits a product
+differently for another thread count (float64 results changed between 1 and 2 OpenBLAS
+threads), and the result must not depend on it.  The compiled product sums each output
+element in one job, in one order, whatever the blocking: the same bits at any thread count.
 
 **Every other shape** (any kernel, stride, dilation, padding, groups) goes through im2col in
 bounded chunks (``im2col``, ``gemm_schedule``): for a chunk of output pixels the columns
@@ -49,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _blas
+from .._simd import pointwise as _pointwise_kernels
 from . import gemm_schedule
 from .base import Algorithm, TransformedWeight, memory_layout
 from .gemm_schedule import Chunk, ChunkPlan
@@ -73,6 +78,63 @@ def _pieces(pixels: int) -> list[slice]:
     size = -(-pixels // count)
     size = min(PIECE_PIXELS, -(-size // 16) * 16)
     return [slice(i, min(i + size, pixels)) for i in range(0, pixels, size)]
+
+
+# Pixels per job of the compiled 1x1 product of NCHW planes (``_pointwise``): a multiple of
+# every level's strip (32 float32 pixels on AVX-512); 256 measured best of 64 / 128 / 256
+# (AMD EPYC Zen 5, AVX-512: 8x256x56x56 -> 64 at 158 GFLOP/s on 1 thread, 315 on 2, where
+# NumPy's OpenBLAS ran 100 and 190).
+PANEL_PIXELS = 256
+# Jobs per thread the 1x1 product aims at at least (rows are split when the panels of the
+# batch are fewer), so that dynamic scheduling evens out the threads' shares.
+JOBS_PER_THREAD = 4
+
+
+def _row_chunk(rows: int, jobs: int, nthreads: int) -> int:
+    """Rows per job of the compiled 1x1 product: all of them, or whole register tiles split
+    so that ``jobs`` panels make about ``JOBS_PER_THREAD * nthreads`` jobs.  Any split gives
+    the same bits: each output element is one job's sum, in the same order."""
+    tile = int(_pointwise_kernels.TILE_ROWS)
+    want = -(-JOBS_PER_THREAD * nthreads // max(1, jobs))
+    if want <= 1:
+        return rows
+    tiles = -(-rows // tile)
+    return tile * -(-tiles // min(want, tiles))
+
+
+def _native_product(planes: Array, wg: Array, transpose: bool, result: Array,
+                    nthreads: int) -> bool:
+    """``result[n, g] = W_g @ planes[n, g]`` (``W_g^T`` when ``transpose``) with the compiled
+    register-tiled product, for float32 / float64 planes (N, G, rows, pixels) and a
+    contiguous (G, Kg, Cg) weight; False (nothing done) for other dtypes."""
+    name = {np.dtype(np.float32): "product_float",
+            np.dtype(np.float64): "product_double"}.get(planes.dtype)
+    if name is None or wg.dtype != planes.dtype or result.dtype != planes.dtype:
+        return False
+    n, groups, rows_in, pixels = planes.shape
+    rows_out = result.shape[2]
+    cg = wg.shape[2]
+    a_row, a_red = (1, cg) if transpose else (cg, 1)
+    strip = int(_pointwise_kernels.STRIP[planes.dtype.name])
+    panel = min(PANEL_PIXELS, -(-pixels // strip) * strip)
+    jobs = n * groups * -(-pixels // panel)
+    mchunk = _row_chunk(rows_out, jobs, nthreads)
+    scratch = np.empty(nthreads * (panel + int(_pointwise_kernels.TILE_ROWS))
+                       * max(rows_in, strip), planes.dtype)
+    getattr(_pointwise_kernels, name)(
+        planes.reshape(n, groups * rows_in, pixels), wg.reshape(-1), groups, rows_out, a_row,
+        a_red, result.reshape(n, groups * rows_out, pixels), panel, mchunk, scratch, nthreads)
+    return True
+
+
+def _native_scratch_bytes(rows_in: int, pixels: int, dtype: np.dtype[Any], nthreads: int) -> int:
+    """Bytes of the compiled 1x1 product's packing scratch (see :func:`_native_product`)."""
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
+        return 0
+    strip = int(_pointwise_kernels.STRIP[dtype.name])
+    panel = min(PANEL_PIXELS, -(-pixels // strip) * strip)
+    per_thread = (panel + int(_pointwise_kernels.TILE_ROWS)) * max(rows_in, strip)
+    return nthreads * per_thread * dtype.itemsize
 
 
 # Pixels per piece of the NHWC weight-gradient reduction (at most 64 pieces): each piece is
@@ -443,6 +505,9 @@ class GemmConvolution(Algorithm):
         planes = np.ascontiguousarray(src).reshape(n, g.groups, rows_in, h * wd)
         result: Array = (np.empty((n, g.groups, rows_out, h * wd), g.dtype) if into is None
                          else into.reshape(n, g.groups, rows_out, h * wd))
+        if _native_product(planes, np.ascontiguousarray(self._weight(w)), transpose, result,
+                           nthreads):
+            return result.reshape(n, g.groups * rows_out, h, wd)
 
         def columns(piece: tuple[int, slice]) -> None:
             image, pixels = piece
@@ -542,9 +607,13 @@ class GemmConvolution(Algorithm):
         g = self.geom
         item = g.dtype.itemsize
         sub = g.N * g.C * g.OH * g.OW if self._strided else 0
+        native = 0
+        if g.layout != "NHWC" and op != "backward_weight":
+            native = _native_scratch_bytes(g.Cg if op == "forward" else g.Kg, g.OH * g.OW,
+                                           g.dtype, nthreads)
         if op == "forward":
-            return int((g.N * g.K * g.OH * g.OW + sub) * item)
+            return int((g.N * g.K * g.OH * g.OW + sub) * item) + native
         if op == "backward_data":
             full = g.N * g.C * g.H * g.W if self._strided else 0
-            return int((g.N * g.C * g.OH * g.OW + full) * item)
+            return int((g.N * g.C * g.OH * g.OW + full) * item) + native
         return int((sub + g.N * g.K * g.Cg) * item)

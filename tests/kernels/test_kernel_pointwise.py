@@ -1,0 +1,117 @@
+"""The compiled 1x1 product (``_pointwise``) against a float64 einsum, on every SIMD level.
+
+``out[n, g*M + m, p] = sum_l A_g[m, l] * b[n, g*L + l, p]`` with ``A_g`` read through
+strides: ``(a_row, a_red) = (L, 1)`` is a (M, L) weight as stored (the forward pass),
+``(1, M)`` its transpose (backward-data).  Odd pixel counts (short strips), reductions past
+one L1 chunk, row counts that are not whole register tiles, groups, blockings and thread
+counts are all exercised; the blocking must not change a single bit.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+DTYPES = (np.float32, np.float64)
+# max |error| <= RTOL * max |reference| for a sum of ~16 terms (scaled up for longer sums)
+RTOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
+
+pytestmark = pytest.mark.kernels
+
+
+def _run(mod, b, w, groups, m_rows, transpose, panel=None, mchunk=None, nthreads=2):
+    n, gl, p = b.shape
+    lr = gl // groups
+    strip = mod.STRIP[b.dtype.name]
+    panel = panel or 2 * strip
+    mchunk = mchunk or m_rows
+    a_row, a_red = (1, m_rows) if transpose else (lr, 1)
+    out = np.full((n, groups * m_rows, p), np.nan, b.dtype)
+    scratch = np.empty(nthreads * (panel + mod.TILE_ROWS) * max(lr, strip), b.dtype)
+    fn = mod.product_float if b.dtype == np.float32 else mod.product_double
+    fn(b, w.reshape(-1), groups, m_rows, a_row, a_red, out, panel, mchunk, scratch, nthreads)
+    return out
+
+
+def _reference(b, w, groups, m_rows, transpose):
+    """float64 sum over l of A_g[m, l] * b[n, g, l, p]; w is (G, M, L) or (G, L, M)."""
+    n, gl, p = b.shape
+    a = w.astype(np.float64)
+    if transpose:
+        a = a.transpose(0, 2, 1)
+    planes = b.astype(np.float64).reshape(n, groups, gl // groups, p)
+    return np.einsum("gml,nglp->ngmp", a, planes).reshape(n, groups * m_rows, p)
+
+
+# kmods only loads modules: nothing in it to reset between examples
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 3), groups=st.integers(1, 3), lr=st.integers(1, 40),
+       m_rows=st.integers(1, 33), pixels=st.integers(1, 150), transpose=st.booleans(),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**31 - 1))
+def test_matches_float64_reference(kmods, n, groups, lr, m_rows, pixels, transpose, dtype,
+                                   seed):
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal((n, groups * lr, pixels)).astype(dtype)
+    wshape = (groups, lr, m_rows) if transpose else (groups, m_rows, lr)
+    w = rng.standard_normal(wshape).astype(dtype)
+    got = _run(kmods.pointwise, b, w, groups, m_rows, transpose)
+    want = _reference(b, w, groups, m_rows, transpose)
+    scale = max(1.0, float(np.abs(want).max()))
+    assert np.abs(got - want).max() <= RTOL[np.dtype(dtype)] * scale * max(1, lr / 16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("transpose", [False, True])
+def test_long_reduction_crosses_the_l1_chunks(kmods, dtype, transpose):
+    # L = 600 spans three chunks of LCHUNK reduction rows; 70 pixels end in a short strip.
+    mod = kmods.pointwise
+    assert mod.LCHUNK < 600
+    rng = np.random.default_rng(1)
+    b = rng.standard_normal((2, 600, 70)).astype(dtype)
+    w = rng.standard_normal((1, 600, 19) if transpose else (1, 19, 600)).astype(dtype)
+    got = _run(mod, b, w, 1, 19, transpose)
+    want = _reference(b, w, 1, 19, transpose)
+    assert np.abs(got - want).max() <= 4 * RTOL[np.dtype(dtype)] * float(np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_blocking_and_threads_do_not_change_a_bit(kmods, dtype):
+    mod = kmods.pointwise
+    rng = np.random.default_rng(2)
+    b = rng.standard_normal((2, 2 * 37, 301)).astype(dtype)
+    w = rng.standard_normal((2, 45, 37)).astype(dtype)
+    strip = mod.STRIP[np.dtype(dtype).name]
+    first = _run(mod, b, w, 2, 45, False, panel=strip, mchunk=45, nthreads=1)
+    for panel, mchunk, nthreads in [(4 * strip, mod.TILE_ROWS, 2), (8 * strip, 1, 3),
+                                    (strip, 2 * mod.TILE_ROWS, 4)]:
+        again = _run(mod, b, w, 2, 45, False, panel=panel, mchunk=mchunk, nthreads=nthreads)
+        assert np.array_equal(first, again), (panel, mchunk, nthreads)
+
+
+def test_bad_arguments_raise_instead_of_writing_out_of_bounds(kmods):
+    mod = kmods.pointwise
+    strip = mod.STRIP["float32"]
+    b = np.ones((1, 8, 40), np.float32)
+    w = np.ones(8 * 5, np.float32)
+    out = np.empty((1, 5, 40), np.float32)
+    good = np.empty((strip + mod.TILE_ROWS) * max(8, strip), np.float32)
+    mod.product_float(b, w, 1, 5, 8, 1, out, strip, 5, good, 1)
+    assert np.all(out == 8)
+    bad = [
+        dict(out=np.empty((1, 6, 40), np.float32)),       # rows do not match M
+        dict(a=w[:-1]),                                    # weight too short
+        dict(panel=strip + 1),                             # not a whole number of strips
+        dict(mchunk=0),
+        dict(a_row=9),                                     # strides leave the weight block
+        dict(scratch=good[:-1]),
+        dict(G=3),                                         # 8 rows are not 3 groups
+    ]
+    for change in bad:
+        args = dict(b=b, a=w, G=1, M=5, a_row=8, a_red=1, out=out, panel=strip, mchunk=5,
+                    scratch=good, num_threads=1)
+        args.update(change)
+        with pytest.raises(ValueError, match="pointwise product"):
+            mod.product_float(args["b"], args["a"], args["G"], args["M"], args["a_row"],
+                              args["a_red"], args["out"], args["panel"], args["mchunk"],
+                              args["scratch"], args["num_threads"])
