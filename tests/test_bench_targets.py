@@ -157,6 +157,7 @@ def test_suite_rows_carry_class_bytes_and_shares():
         assert r["class"] == "few-channel"
         assert r["bytes"] == targets.min_bytes(TINY, 1, r["pass"], 4)
         assert r["pct_peak"] == pytest.approx(100 * c["gflops"] / ceil["gemm"]["gflops"])
+        assert r["pct_fma"] == pytest.approx(100 * c["gflops"] / ceil["fma"]["gflops"])
         gb_s = r["bytes"] / c["median_s"] / 1e9
         assert r["pct_bandwidth"] == pytest.approx(100 * gb_s / ceil["copy"]["gb_s"])
     text = benchmark.format_markdown(res)
@@ -206,3 +207,32 @@ def test_primed_batched_rounds():
     clock = iter(float(i) for i in range(1000))
     time_interleaved({"a": slow}, warmup=1, repeats=2, timer=lambda: next(clock), settle=0.0)
     assert len(calls) == 1 + 2  # no priming, one call per round by default
+
+
+def test_fma_peak_counts_every_chain_lane_and_thread(monkeypatch):
+    from cconv import _simd
+
+    runs = []
+    real = _simd.pointwise.fma_peak_float
+
+    def spy(iterations, threads):
+        runs.append((iterations, threads))
+        return real(10, threads)  # the flop count must come from the arguments, not the run
+    monkeypatch.setattr(_simd.pointwise, "fma_peak_float", spy)
+    ticks = iter([0.0, 0.01] + [float(i) for i in range(100, 110)])
+    monkeypatch.setattr(machine.time, "perf_counter", lambda: next(ticks))
+    res = machine.fma_peak(threads=2, seconds=0.05, repeats=3)
+    # calibration: 100000 rounds took 0.01 s, so 0.05 s is 500000 rounds; one untimed run
+    assert runs == [(100_000, 2), (500_000, 2)] + [(500_000, 2)] * 3
+    flops = 500_000 * _simd.pointwise.FMA_CHAINS * _simd.pointwise.STRIP["float32"] * 2
+    assert res["median_s"] == 1.0 and res["level"] == _simd.LEVEL
+    assert res["gflops"] == pytest.approx(flops / 1.0 / 1e9)
+
+
+def test_fma_kernel_returns_a_finite_sum():
+    from cconv import _simd
+
+    for level in _simd.available_levels():
+        mod = _simd.load(level).pointwise
+        assert mod.FMA_CHAINS >= 8
+        assert np.isfinite(mod.fma_peak_float(50, 2)) and np.isfinite(mod.fma_peak_double(50, 1))

@@ -1,6 +1,12 @@
 """The machine's ceilings, measured in the benchmark's own run: float32 GEMM throughput and
 memory bandwidth.
 
+A third figure, the FMA peak, is the multiply-add throughput of cconv's own SIMD level with
+no memory traffic at all: the ceiling no kernel passes.  It can lie far above the GEMM peak
+when NumPy's BLAS does not use the widest vectors the CPU has (OpenBLAS runs its AVX2
+kernels on an AMD Zen 5, whose AVX-512 units do twice the work: 124 against 260 GFLOP/s per
+core measured).
+
 A convolution's GFLOP/s means little alone: the same figure is near the limit on a laptop
 and a third of it on a server.  The layer suite therefore measures, beside the layers and
 with the same thread count, what the machine can do at best on compute-bound work (a large
@@ -18,7 +24,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-__all__ = ["copy_bandwidth", "gemm_peak"]
+__all__ = ["copy_bandwidth", "fma_peak", "gemm_peak"]
 
 
 def gemm_peak(n: int = 2048, repeats: int = 5, threads: int = 1) -> Dict[str, Any]:
@@ -98,3 +104,41 @@ def copy_bandwidth(nbytes: int = 256 << 20, repeats: int = 5,
     med = statistics.median(times)
     moved = 2 * src.nbytes
     return {"bytes": moved, "threads": threads, "median_s": med, "gb_s": moved / med / 1e9}
+
+
+def fma_peak(threads: int = 1, seconds: float = 0.05, repeats: int = 5) -> Dict[str, Any]:
+    """float32 multiply-add throughput of cconv's SIMD level on `threads` threads.
+
+    Every thread runs independent chains of vector FMAs on registers (``_pointwise``'s
+    ``fma_peak_float``); nothing touches memory.
+
+    Parameters
+    ----------
+    threads : int, optional
+    seconds : float, optional
+        Rough length of one timed run.
+    repeats : int, optional
+        Timed runs (after a short and a full untimed one); the median is reported.
+
+    Returns
+    -------
+    dict
+        ``level`` (cconv's SIMD level), ``threads``, ``median_s``, ``gflops``.
+    """
+    from .._simd import LEVEL, pointwise
+
+    threads = max(1, int(threads))
+    per_round = int(pointwise.FMA_CHAINS) * int(pointwise.STRIP["float32"])  # flops
+    t0 = time.perf_counter()
+    pointwise.fma_peak_float(100_000, threads)
+    took = max(time.perf_counter() - t0, 1e-6)
+    iterations = max(1000, int(100_000 * seconds / took))
+    pointwise.fma_peak_float(iterations, threads)  # wakes idle cores before the timed runs
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        pointwise.fma_peak_float(iterations, threads)
+        times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    return {"level": LEVEL, "threads": threads, "median_s": med,
+            "gflops": iterations * per_round * threads / med / 1e9}

@@ -79,9 +79,13 @@ def _header(m: Dict[str, Any]) -> List[str]:
         g, cp = c["gemm"], c["copy"]
         lines.append(
             f"- machine ceilings, {c['threads']} thread(s): float32 GEMM peak "
-            f"{g['gflops']:.1f} GFLOP/s (numpy.matmul {g['n']}^3, median); copy bandwidth "
+            f"{g['gflops']:.1f} GFLOP/s (numpy.matmul {g['n']}^3, median)"
+            + (f"; FMA peak of cconv's {c['fma']['level']} kernels {c['fma']['gflops']:.1f} "
+               "GFLOP/s (register-only multiply-adds)" if c.get("fma") else "")
+            + f"; copy bandwidth "
             f"{cp['gb_s']:.1f} GB/s (STREAM-like copy of {cp['bytes'] // 2 >> 20} MiB, "
-            "read + write counted); % peak = cconv GFLOP/s over the GEMM peak, % BW "
+            "read + write counted); % peak = cconv GFLOP/s over the GEMM peak, % FMA over "
+            "the FMA peak, % BW "
             "(depthwise) = the pass's least traffic over its time, over the bandwidth")
     if m.get("quick"):
         lines.append("- **quick mode**: N=1 for every layer (smoke test, not representative)")
@@ -110,7 +114,8 @@ def _row_cells(r: Dict[str, Any], tol: float) -> List[str]:
         tms = tgf = "-"
     bw = r.get("pct_bandwidth") if r.get("class") == "depthwise" else None
     return [r["layer"], _shape_str(r), str(r["N"]), str(r["threads"]), r["pass"], algo, cms,
-            cgf, _fmt(r.get("pct_peak"), ".0f"), _fmt(bw, ".0f"), tms, tgf,
+            cgf, _fmt(r.get("pct_peak"), ".0f"), _fmt(r.get("pct_fma"), ".0f"), _fmt(bw, ".0f"),
+            tms, tgf,
             _fmt(r.get("ratio"), ".2f")]
 
 
@@ -145,7 +150,7 @@ def format_markdown(result: Dict[str, Any]) -> str:
     has_direct_cmp = any(r.get("vs_direct") is not None for r in rows)
     has_ort = any((r.get("onnxruntime") or {}).get("status") == "ok" for r in rows)
     head = ["layer", "shape", "N", "threads", "pass", "algo", "cconv ms", "cconv GFLOP/s",
-            "% peak", "% BW", "torch ms", "torch GFLOP/s", "ratio"]
+            "% peak", "% FMA", "% BW", "torch ms", "torch GFLOP/s", "ratio"]
     if has_ort:
         head += ["ort ms", "ratio ort"]
     if has_direct_cmp:

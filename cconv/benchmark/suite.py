@@ -23,7 +23,7 @@ from .contenders import (
     torch_call,
 )
 from .layers import Layer, conv_flops, select_layers
-from .machine import copy_bandwidth, gemm_peak
+from .machine import copy_bandwidth, fma_peak, gemm_peak
 from .targets import layer_class, min_bytes, optional_pct
 from .timing import (
     BATCH_SECONDS,
@@ -186,6 +186,7 @@ def measure_ceilings(threads: int, quick: bool = False) -> Dict[str, Any]:
     """
     return {"threads": threads,
             "gemm": gemm_peak(512 if quick else 2048, 2 if quick else 5, threads),
+            "fma": fma_peak(threads, 0.005 if quick else 0.05, 2 if quick else 5),
             "copy": copy_bandwidth((16 if quick else 256) << 20, 2 if quick else 5, threads)}
 
 
@@ -285,9 +286,10 @@ def run_suite(
         memory format, ``"nchw"`` or ``"channels_last"``), ``ratio`` (cconv GFLOP/s over
         PyTorch's faster format's), ``ratio_nchw`` and ``ratio_channels_last`` (over each
         format), ``ratio_onnxruntime`` (cconv / ONNX Runtime), ``pct_peak`` (cconv's
-        GFLOP/s in % of the GEMM peak), ``pct_bandwidth`` (``bytes`` over the time, in %
-        of the copy bandwidth), ``vs_direct`` (GFLOP/s over the direct algorithm's, when
-        that was timed too), ``max_rel_err`` (against PyTorch) and
+        GFLOP/s in % of the GEMM peak), ``pct_fma`` (in % of the FMA peak),
+        ``pct_bandwidth`` (``bytes`` over the time, in % of the copy bandwidth), ``vs_direct``
+        (GFLOP/s over the direct algorithm's, when that was timed too), ``max_rel_err`` (against
+        PyTorch) and
         ``max_rel_err_onnxruntime``.
 
     Raises
@@ -408,11 +410,13 @@ def _add_shares(row: Row, layer: Layer, ceiling: Optional[Dict[str, Any]],
     """The row's class, least traffic, and shares of the machine's ceilings."""
     row["class"] = layer_class(layer)
     row["bytes"] = min_bytes(layer, row["N"], row["pass"], itemsize)
-    row["pct_peak"] = row["pct_bandwidth"] = None
+    row["pct_peak"] = row["pct_fma"] = row["pct_bandwidth"] = None
     c = row["cconv"]
     if ceiling is None or c["status"] != "ok":
         return
     row["pct_peak"] = optional_pct(c["gflops"], ceiling["gemm"]["gflops"])
+    if ceiling.get("fma"):
+        row["pct_fma"] = optional_pct(c["gflops"], ceiling["fma"]["gflops"])
     row["pct_bandwidth"] = optional_pct(row["bytes"] / c["median_s"] / 1e9,
                                         ceiling["copy"]["gb_s"])
 
