@@ -233,7 +233,7 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     if ("depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1))
             and not few_channel_weight):
         return "depthwise"
-    if pointwise(geom):  # unpadded 1x1: BLAS on the activations in place
+    if pointwise(geom):  # unpadded 1x1: matrix products on the activations in place
         return "gemm"
     if (op == "backward_data" and geom.stride != (1, 1) and geom.Cg <= 4
             and "gemm" in candidates):  # STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS

@@ -115,3 +115,83 @@ def test_bad_arguments_raise_instead_of_writing_out_of_bounds(kmods):
             mod.product_float(args["b"], args["a"], args["G"], args["M"], args["a_row"],
                               args["a_red"], args["out"], args["panel"], args["mchunk"],
                               args["scratch"], args["num_threads"])
+
+
+def _run_weight(mod, rows, strips, groups, chunk=64, group_strips=2, splits=3, nthreads=2):
+    n, gr, p = rows.shape
+    s_cols = strips.shape[1] // groups
+    strip = mod.STRIP[rows.dtype.name]
+    padded = -(-s_cols // strip) * strip
+    chunks = n * -(-p // chunk)
+    splits = max(1, min(splits, chunks))
+    partial = np.full((splits, groups, gr // groups, padded), np.nan, rows.dtype)
+    scratch = np.empty(nthreads * group_strips * chunk * strip, rows.dtype)
+    fn = mod.weight_float if rows.dtype == np.float32 else mod.weight_double
+    fn(rows, strips, groups, partial, chunk, group_strips, scratch, nthreads)
+    total = partial[0].copy()
+    for part in partial[1:]:
+        total += part
+    return total, padded
+
+
+# kmods only loads modules: nothing in it to reset between examples
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(1, 3), groups=st.integers(1, 3), r_rows=st.integers(1, 33),
+       s_cols=st.integers(1, 70), pixels=st.integers(1, 150), chunk=st.integers(1, 80),
+       splits=st.integers(1, 5), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 2**31 - 1))
+def test_weight_matches_float64_reference(kmods, n, groups, r_rows, s_cols, pixels, chunk,
+                                          splits, dtype, seed):
+    rng = np.random.default_rng(seed)
+    rows = rng.standard_normal((n, groups * r_rows, pixels)).astype(dtype)
+    strips = rng.standard_normal((n, groups * s_cols, pixels)).astype(dtype)
+    got, padded = _run_weight(kmods.pointwise, rows, strips, groups, chunk=chunk,
+                              splits=splits)
+    want = np.einsum("ngrp,ngsp->grs", rows.astype(np.float64).reshape(n, groups, r_rows, -1),
+                     strips.astype(np.float64).reshape(n, groups, s_cols, -1))
+    scale = max(1.0, float(np.abs(want).max()))
+    tol = RTOL[np.dtype(dtype)] * scale * max(1, n * pixels / 16)
+    assert np.abs(got[:, :, :s_cols] - want).max() <= tol
+    assert np.all(got[:, :, s_cols:] == 0)  # columns past the channels are zero lanes
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weight_bits_do_not_depend_on_threads_or_strip_groups(kmods, dtype):
+    mod = kmods.pointwise
+    rng = np.random.default_rng(3)
+    rows = rng.standard_normal((2, 40, 333)).astype(dtype)
+    strips = rng.standard_normal((2, 70, 333)).astype(dtype)
+    first, _ = _run_weight(mod, rows, strips, 1, group_strips=1, nthreads=1)
+    for group_strips, nthreads in [(2, 2), (3, 4), (8, 3)]:
+        again, _ = _run_weight(mod, rows, strips, 1, group_strips=group_strips,
+                               nthreads=nthreads)
+        assert np.array_equal(first, again), (group_strips, nthreads)
+
+
+def test_weight_bad_arguments_raise(kmods):
+    mod = kmods.pointwise
+    strip = mod.STRIP["float32"]
+    rows = np.ones((1, 6, 20), np.float32)
+    strips = np.ones((1, 5, 20), np.float32)
+    partial = np.empty((2, 1, 6, strip), np.float32)
+    scratch = np.empty(2 * 10 * strip, np.float32)
+    mod.weight_float(rows, strips, 1, partial, 10, 2, scratch, 1)
+    assert np.all(partial[:, :, :, :5] == 10) and np.all(partial[:, :, :, 5:] == 0)
+    bad = [
+        dict(strips=np.ones((1, 5, 21), np.float32)),           # pixels differ
+        dict(partial=np.empty((2, 1, 6, strip + 1), np.float32)),  # not whole strips
+        dict(partial=np.empty((3, 1, 6, strip), np.float32)),   # 3 splits of 2 chunks
+        dict(partial=np.empty((2, 1, 7, strip), np.float32)),   # rows do not match
+        dict(scratch=scratch[:-1]),
+        dict(chunk=0),
+        dict(G=2),                                              # 5 channels are not 2 groups
+    ]
+    for change in bad:
+        args = dict(rows=rows, strips=strips, G=1, partial=partial, chunk=10, group_strips=2,
+                    scratch=scratch, num_threads=1)
+        args.update(change)
+        with pytest.raises(ValueError, match="pointwise weight"):
+            mod.weight_float(args["rows"], args["strips"], args["G"], args["partial"],
+                             args["chunk"], args["group_strips"], args["scratch"],
+                             args["num_threads"])
