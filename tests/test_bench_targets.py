@@ -236,3 +236,19 @@ def test_fma_kernel_returns_a_finite_sum():
         mod = _simd.load(level).pointwise
         assert mod.FMA_CHAINS >= 8
         assert np.isfinite(mod.fma_peak_float(50, 2)) and np.isfinite(mod.fma_peak_double(50, 1))
+
+
+@pytest.mark.parametrize("text, want", [
+    ("vendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n\nvendor_id\t: X\n",
+     "AuthenticAMD family 26 model 2 (Zen 5)"),
+    ("vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n",
+     "GenuineIntel family 6 model 143"),
+    ("processor\t: 0\n", ""),
+])
+def test_cpu_family(monkeypatch, text, want):
+    import io
+
+    from cconv.benchmark import environment
+
+    monkeypatch.setattr(environment, "open", lambda *a, **k: io.StringIO(text), raising=False)
+    assert environment.cpu_family() == want

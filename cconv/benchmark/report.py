@@ -65,7 +65,9 @@ def _header(m: Dict[str, Any]) -> List[str]:
         (f"- cconv {m['cconv_version']}, {threads_text} threads; "
          f"torch {m['torch_version']}{torch_threads}{ort_text}; numpy {m['numpy_version']}; "
          f"Python {m['python']}"),
-        f"- CPU: {m['cpu_model']} ({m['cpu_count']} logical CPUs){simd}",
+        (f"- CPU: {m['cpu_model']}"
+         + (f", {m['cpu_family']}" if m.get("cpu_family") else "")
+         + f" ({m['cpu_count']} logical CPUs){simd}"),
         (f"- dtype {m['dtype']}, NCHW; median of {m['repeats']} timed rounds{min_time} after "
          f"{m['warmup']} warm-up, contenders interleaved; {m['timer']}"
          + _rounds_text(m)),
