@@ -10,8 +10,9 @@ group:
   them), forward and backward-data alike.  It measured 1.5-1.9x NumPy's OpenBLAS, which
   on an AMD EPYC Zen 5 (AVX-512) runs its AVX2 kernels: 8x256x56x56 -> 64 at 158 / 315
   GFLOP/s on 1 / 2 threads against 100 / 190;
-* NHWC memory: the whole batch at once, ``Y(NHW, K) = X(NHW, C) @ W^T`` by NumPy's BLAS,
-  again in place.
+* NHWC memory: the whole batch at once, ``Y(NHW, K) = X(NHW, C) @ W^T``, again in place:
+  by the compiled product for one group (the pixels are its streamed rows, the weight its
+  packed strips), by NumPy's BLAS for several.
 
 Backward-data is ``W^T @ dY`` (scattered back to the stride-th pixels), backward-weight
 ``dY @ X^T`` by BLAS, summed in a fixed order over pieces of the batch (per image, or per
@@ -187,6 +188,29 @@ def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, nthreads: int) -> A
         total += part
     grad = total[:, :, :plan.cols]
     return grad.transpose(0, 2, 1) if plan.transposed else grad
+
+
+def _native_rows_product(flat: Array, mat: Array, out: Array, nthreads: int) -> bool:
+    """``out = flat @ mat.T`` with the compiled product, for a contiguous pixel matrix
+    ``flat`` (pixels, in) of an NHWC array, a (out, in) matrix and a contiguous (pixels, out)
+    result, float32 / float64; False (nothing done) otherwise.  The pixels are the rows that
+    stream through the register tile, ``mat.T`` the packed strips."""
+    name = {np.dtype(np.float32): "product_float",
+            np.dtype(np.float64): "product_double"}.get(flat.dtype)
+    if (name is None or mat.dtype != flat.dtype or out.dtype != flat.dtype
+            or not flat.flags.c_contiguous or not out.flags.c_contiguous):
+        return False
+    pixels, rows_in = flat.shape
+    rows_out = out.shape[1]
+    strip = int(_pointwise_kernels.STRIP[flat.dtype.name])
+    panel = min(PANEL_PIXELS, -(-rows_out // strip) * strip)
+    mchunk = _row_chunk(pixels, -(-rows_out // panel), nthreads)
+    scratch = np.empty(nthreads * (panel + int(_pointwise_kernels.TILE_ROWS))
+                       * max(rows_in, strip), flat.dtype)
+    getattr(_pointwise_kernels, name)(
+        np.ascontiguousarray(mat.T).reshape(1, rows_in, rows_out), flat.reshape(-1), 1, pixels,
+        rows_in, 1, out.reshape(1, pixels, rows_out), panel, mchunk, scratch, nthreads)
+    return True
 
 
 def _native_scratch_bytes(rows_in: int, pixels: int, dtype: np.dtype[Any], nthreads: int) -> int:
@@ -556,6 +580,8 @@ class GemmConvolution(Algorithm):
             flat = src.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_in)
             out = (np.empty((n * h * wd, g.groups * rows_out), g.dtype) if into is None
                    else into.transpose(0, 2, 3, 1).reshape(n * h * wd, g.groups * rows_out))
+            if g.groups == 1 and _native_rows_product(flat, wg[0], out, nthreads):
+                return out.reshape(n, h, wd, -1).transpose(0, 3, 1, 2)
 
             def rows(piece: slice) -> None:
                 for grp in range(g.groups):  # (P, in) @ (in, out), BLAS on strided views
@@ -674,9 +700,13 @@ class GemmConvolution(Algorithm):
         item = g.dtype.itemsize
         sub = g.N * g.C * g.OH * g.OW if self._strided else 0
         native = 0
-        if g.layout != "NHWC" and op != "backward_weight":
-            native = _native_scratch_bytes(g.Cg if op == "forward" else g.Kg, g.OH * g.OW,
-                                           g.dtype, nthreads)
+        if op != "backward_weight" and (g.layout != "NHWC" or g.groups == 1):
+            rows_in, rows_out = (g.Cg, g.Kg) if op == "forward" else (g.Kg, g.Cg)
+            # NCHW: panels of pixels, rows_in deep; NHWC: panels of output channels
+            native = _native_scratch_bytes(
+                rows_in, g.OH * g.OW if g.layout != "NHWC" else rows_out, g.dtype, nthreads)
+            if g.layout == "NHWC":
+                native += g.K * g.Cg * g.dtype.itemsize  # the transposed weight
         if op == "forward":
             return int((g.N * g.K * g.OH * g.OW + sub) * item) + native
         if op == "backward_data":
