@@ -114,6 +114,9 @@ CASES: Tuple[Case, ...] = (
     Case(1, 8, 7, 9, 4, 1, 1, stride=2, layout="NHWC", dtype="float64"),
     Case(2, 16, 5, 5, 8, 1, 1, groups=4, layout="NHWC", weight_layout="HWIO"),
     Case(1, 12, 4, 4, 6, 1, 1, groups=3, dtype="float64"),
+    # past one strip of channels, one register tile of rows and one 256-pixel panel
+    Case(2, 40, 9, 9, 36, 1, 1),
+    Case(1, 36, 17, 17, 40, 1, 1, layout="NHWC"),
     # one input channel per group: the depthwise algorithm
     Case(2, 8, 9, 9, 8, 3, 3, padding=1, groups=8),
     Case(1, 6, 10, 8, 12, 3, 3, stride=2, padding=1, groups=6, layout="NHWC"),
