@@ -130,6 +130,25 @@ FEW_CHANNEL_WEIGHT_MEASUREMENTS = (
 )
 FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS = 16
 
+# The data gradient with 2-4 input channels per group at stride 1: depthwise-kernel / GEMM
+# times (> 1: GEMM faster), AMD EPYC Zen 5 (AVX-512), float32, NCHW, median of 10 calls in a
+# loop, 1 and 2 threads.  The few-channel kernels refill their input bands once per output
+# channel: with many output channels and few taps GEMM's one product per chunk wins; with
+# few outputs, or 25 taps to amortise a refill, the kernels do.  The rule takes GEMM from
+# FEW_CHANNEL_GEMM_GRAD_OUTPUTS output channels per group and at most
+# FEW_CHANNEL_GEMM_GRAD_TAPS taps.  Columns: layer, 1 thread, 2 threads.
+FEW_CHANNEL_GRAD_MEASUREMENTS = (
+    ("8x3x256x256 -> 32, 3x3 (the suite's rgb layer)", 2.07, 1.43),
+    ("8x3x112x112 -> 64, 3x3", 2.00, 1.28),
+    ("8x3x256x256 -> 16, 3x3", 1.35, 0.98),
+    ("8x2x256x256 -> 16, 3x3", 1.42, 0.94),
+    ("2x3x256x256 -> 32, 5x5", 1.07, 0.69),
+    ("4x4x256x256 -> 8, 3x3", 0.76, 0.46),
+    ("1x4x1024x1024 -> 4, 5x5", 0.40, 0.23),
+)
+FEW_CHANNEL_GEMM_GRAD_OUTPUTS = 32
+FEW_CHANNEL_GEMM_GRAD_TAPS = 9
+
 
 # Backward-data of strided layers with few input channels: direct / GEMM times (> 1: GEMM
 # faster), float32, NCHW, 2 threads, cconv.find_algorithms (median of 3) on a 2-core AVX-512
@@ -214,7 +233,10 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     stride-2 7x7 stem measured 0.43-1.1x (:data:`FEW_CHANNEL_MEASUREMENTS`); and for the
     weight gradient only with fewer than :data:`FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS` output
     channels per group: with 32-64 the direct kernel measured 1.3-1.5x faster
-    (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`).
+    (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`); and for the data gradient only with fewer than
+    :data:`FEW_CHANNEL_GEMM_GRAD_OUTPUTS` output channels per group or more than
+    :data:`FEW_CHANNEL_GEMM_GRAD_TAPS` taps: GEMM measured 1.3-2.1x the few-channel
+    kernels on an RGB 3x3 layer with 32-64 outputs (:data:`FEW_CHANNEL_GRAD_MEASUREMENTS`).
 
     GEMM (NumPy's BLAS) for unpadded 1x1 layers, every pass: 1.0-2.4x the direct kernel on
     forward and backward-data, 1.07-1.57x on backward-weight at 1 thread but 0.72-0.89x by
@@ -230,6 +252,12 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
         return "direct"  # ROW_KERNEL_MEASUREMENTS
     few_channel_weight = (op == "backward_weight" and geom.Cg > 1
                           and geom.Kg >= FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS)
+    few_channel_grad = (op == "backward_data" and 1 < geom.Cg <= 4
+                        and geom.Kg >= FEW_CHANNEL_GEMM_GRAD_OUTPUTS
+                        and geom.R * geom.S <= FEW_CHANNEL_GEMM_GRAD_TAPS
+                        and "gemm" in candidates)  # FEW_CHANNEL_GRAD_MEASUREMENTS
+    if few_channel_grad:
+        return "gemm"
     if ("depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1))
             and not few_channel_weight):
         return "depthwise"

@@ -143,3 +143,19 @@ def test_auto_uses_gemm_for_the_data_gradient_of_strided_few_channel_layers():
     assert _dispatch.heuristic(wide, "backward_data") == "direct"
     assert _dispatch.heuristic(unstrided, "backward_data") == "depthwise"
     assert _dispatch.heuristic(depthwise, "backward_data") == "depthwise"
+
+
+def test_auto_uses_gemm_for_the_data_gradient_of_few_channel_layers_with_many_outputs():
+    # _dispatch.FEW_CHANNEL_GRAD_MEASUREMENTS: RGB 3x3 with 32-64 outputs per group
+    from cconv import _dispatch
+    from cconv._geometry import make_geometry
+
+    for w_shape in ((32, 3, 3, 3), (64, 2, 3, 3), (32, 4, 1, 3)):
+        geom = make_geometry((2, w_shape[1], 16, 16), w_shape, padding=1)
+        assert _dispatch.heuristic(geom, "backward_data") == "gemm"
+        assert _dispatch.heuristic(geom, "forward") == "depthwise"
+    few_outputs = make_geometry((2, 3, 16, 16), (16, 3, 3, 3), padding=1)
+    many_taps = make_geometry((2, 3, 16, 16), (32, 3, 5, 5), padding=2)
+    one_channel = make_geometry((2, 1, 16, 16), (32, 1, 3, 3), padding=1)
+    for geom in (few_outputs, many_taps, one_channel):
+        assert _dispatch.heuristic(geom, "backward_data") == "depthwise"
