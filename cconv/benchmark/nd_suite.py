@@ -27,7 +27,7 @@ from .. import _geometry as _geometry_module
 from .. import functional_nd
 from . import environment
 from .contenders import import_torch, max_rel_err
-from .timing import summarize, time_interleaved
+from .timing import BATCH_SECONDS, PRIME_SECONDS, summarize, time_interleaved
 
 __all__ = ["ND_LAYERS", "NdLayer", "PASSES", "format_nd_markdown", "nd_flops", "run_nd_suite",
            "select_nd_layers"]
@@ -385,8 +385,10 @@ def run_nd_suite(layers: Union[None, str, Sequence[str], Sequence[NdLayer]] = No
                     if tmod is not None:
                         contenders["torch:" + label] = torch_nd_call(tmod, layer, pss, data,
                                                                      last)
-                times, outputs, errors = time_interleaved(contenders, warmup, repeats, timer,
-                                                          min_time)
+                # primed, batched rounds, as the layer suite (see timing.PRIME_SECONDS)
+                times, outputs, errors = time_interleaved(
+                    contenders, warmup, repeats, timer, min_time, settle=0.0,
+                    prime=PRIME_SECONDS, batch=BATCH_SECONDS)
                 row = _row(layer, pss, nthreads, flops, times, outputs, errors)
                 results.append(row)
                 if progress is not None:

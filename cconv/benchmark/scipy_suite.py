@@ -38,7 +38,7 @@ import cconv
 
 from . import environment
 from .machine import gemm_peak
-from .timing import summarize, time_interleaved
+from .timing import BATCH_SECONDS, PRIME_SECONDS, summarize, time_interleaved
 
 __all__ = ["CASES", "CASE_COUNT", "ScipyCase", "format_markdown", "gemm_peak", "run_suite"]
 
@@ -207,8 +207,11 @@ def run_suite(threads: Union[None, int, Sequence[int]] = None, repeats: int = 5,
     for case in cases:
         image, kernel = _data(case, quick)
         calls = _calls(case, image, kernel, counts)
+        # primed, batched rounds, as the layer suite (see timing.PRIME_SECONDS)
         times, outputs, errors = time_interleaved(calls, warmup, repeats, time.perf_counter,
-                                                  min_time=min_time, max_repeats=3 * repeats)
+                                                  min_time=min_time, max_repeats=3 * repeats,
+                                                  settle=0.0, prime=PRIME_SECONDS,
+                                                  batch=BATCH_SECONDS)
         if errors:
             raise RuntimeError(f"{case.label(quick)}: {errors}")
         flops = case.flops(quick)
