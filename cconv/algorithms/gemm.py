@@ -183,10 +183,10 @@ def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, nthreads: int) -> A
               else _pointwise_kernels.weight_double)
     kernel(rows_op, strips_op, geom.groups, partial, WEIGHT_CHUNK, WEIGHT_GROUP_STRIPS,
            scratch, nthreads)
-    total = partial[0]
+    total: Array = partial[0]
     for part in partial[1:]:  # in split order: the same bits at any thread count
         total += part
-    grad = total[:, :, :plan.cols]
+    grad: Array = total[:, :, :plan.cols]
     return grad.transpose(0, 2, 1) if plan.transposed else grad
 
 
