@@ -6,7 +6,8 @@
 
 Each case runs ``--calls`` back-to-back forward calls per round, rounds alternating between
 cconv and PyTorch (same arrays, same thread count); the figure is the median over rounds of
-the mean time per call.  The first case is the one #11 names: N=1, C=K=4, 8x8, 3x3.
+the mean time per call.  The first case is the tiny call of the performance targets: N=1,
+C=K=4, 8x8, 3x3.
 """
 
 import argparse
