@@ -102,8 +102,8 @@ def _add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="list the layer table and exit")
     parser.add_argument("--quiet", action="store_true", help="no progress display on stderr")
     parser.add_argument("--no-peaks", action="store_true",
-                        help="skip measuring the machine's GEMM peak and copy bandwidth "
-                             "(the %% peak and %% BW columns stay empty)")
+                        help="skip measuring the machine's GEMM peak, FMA peak and copy "
+                             "bandwidth (the %% peak, %% FMA and %% BW columns stay empty)")
 
 
 def build_parser(prog: str = "cconv") -> argparse.ArgumentParser:

@@ -103,29 +103,64 @@ def _row_chunk(rows: int, jobs: int, nthreads: int) -> int:
     return tile * -(-tiles // min(want, tiles))
 
 
+# The dtypes the compiled 1x1 kernels have, with their kernels' name suffix.
+_NATIVE_SUFFIX = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+
+
+def _native_kernel(name: str, dtype: np.dtype[Any]) -> Callable[..., Any] | None:
+    """``_pointwise``'s kernel ``name`` for ``dtype``, or None when it has none."""
+    suffix = _NATIVE_SUFFIX.get(dtype)
+    return None if suffix is None else cast(Callable[..., Any],
+                                            getattr(_pointwise_kernels, f"{name}_{suffix}"))
+
+
+def _product_panel(pixels: int, dtype: np.dtype[Any]) -> int:
+    """Pixels per panel of the compiled product: PANEL_PIXELS, or fewer whole strips."""
+    strip = int(_pointwise_kernels.STRIP[dtype.name])
+    return min(PANEL_PIXELS, -(-pixels // strip) * strip)
+
+
+def _native_scratch_bytes(rows_in: int, pixels: int, dtype: np.dtype[Any], nthreads: int) -> int:
+    """Bytes of the compiled product's packing scratch for ``rows_in`` reduction rows over
+    ``pixels`` columns (0 for a dtype it does not run)."""
+    if dtype not in _NATIVE_SUFFIX:
+        return 0
+    strip = int(_pointwise_kernels.STRIP[dtype.name])
+    per_thread = ((_product_panel(pixels, dtype) + int(_pointwise_kernels.TILE_ROWS))
+                  * max(rows_in, strip))
+    return nthreads * per_thread * dtype.itemsize
+
+
+def _run_product(b: Array, a: Array, groups: int, rows_out: int, a_row: int, a_red: int,
+                 out: Array, nthreads: int) -> bool:
+    """``out[n, g*M + m, p] = sum_l a[g*M*L + m*a_row + l*a_red] * b[n, g*L + l, p]`` with
+    the compiled product (``_pointwise.product_<T>``: M = ``rows_out``) for contiguous
+    (N, G*L, P) ``b`` and (N, G*M, P) ``out``, its blocking chosen here; False (nothing
+    done) for a dtype it does not run."""
+    kernel = _native_kernel("product", b.dtype)
+    if kernel is None or a.dtype != b.dtype or out.dtype != b.dtype:
+        return False
+    n, rows, pixels = b.shape
+    panel = _product_panel(pixels, b.dtype)
+    mchunk = _row_chunk(rows_out, n * groups * -(-pixels // panel), nthreads)
+    scratch = np.empty(_native_scratch_bytes(rows // groups, pixels, b.dtype, nthreads)
+                       // b.dtype.itemsize, b.dtype)
+    kernel(b, a, groups, rows_out, a_row, a_red, out, panel, mchunk, scratch, nthreads)
+    return True
+
+
 def _native_product(planes: Array, wg: Array, transpose: bool, result: Array,
                     nthreads: int) -> bool:
     """``result[n, g] = W_g @ planes[n, g]`` (``W_g^T`` when ``transpose``) with the compiled
     register-tiled product, for float32 / float64 planes (N, G, rows, pixels) and a
     contiguous (G, Kg, Cg) weight; False (nothing done) for other dtypes."""
-    name = {np.dtype(np.float32): "product_float",
-            np.dtype(np.float64): "product_double"}.get(planes.dtype)
-    if name is None or wg.dtype != planes.dtype or result.dtype != planes.dtype:
-        return False
     n, groups, rows_in, pixels = planes.shape
     rows_out = result.shape[2]
     cg = wg.shape[2]
     a_row, a_red = (1, cg) if transpose else (cg, 1)
-    strip = int(_pointwise_kernels.STRIP[planes.dtype.name])
-    panel = min(PANEL_PIXELS, -(-pixels // strip) * strip)
-    jobs = n * groups * -(-pixels // panel)
-    mchunk = _row_chunk(rows_out, jobs, nthreads)
-    scratch = np.empty(nthreads * (panel + int(_pointwise_kernels.TILE_ROWS))
-                       * max(rows_in, strip), planes.dtype)
-    getattr(_pointwise_kernels, name)(
-        planes.reshape(n, groups * rows_in, pixels), wg.reshape(-1), groups, rows_out, a_row,
-        a_red, result.reshape(n, groups * rows_out, pixels), panel, mchunk, scratch, nthreads)
-    return True
+    return _run_product(planes.reshape(n, groups * rows_in, pixels), wg.reshape(-1), groups,
+                        rows_out, a_row, a_red, result.reshape(n, groups * rows_out, pixels),
+                        nthreads)
 
 
 # The compiled 1x1 weight gradient (``_pointwise.weight_<T>``): reduction chunks of
@@ -148,7 +183,7 @@ class _WeightPlan:
 
     def __init__(self, geom: ConvGeometry, pixels: int) -> None:
         dtype = geom.dtype
-        self.native = dtype in (np.dtype(np.float32), np.dtype(np.float64))
+        self.native = dtype in _NATIVE_SUFFIX
         self.transposed = geom.Kg < geom.Cg  # rows are input channels, strips output ones
         self.rows, self.cols = ((geom.Cg, geom.Kg) if self.transposed else (geom.Kg, geom.Cg))
         strip = int(_pointwise_kernels.STRIP[dtype.name]) if self.native else 1
@@ -168,19 +203,19 @@ class _WeightPlan:
             self.scratch_elements(nthreads) * geom.dtype.itemsize
 
 
-def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, nthreads: int) -> Array:
+def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, plan: _WeightPlan,
+                   nthreads: int) -> Array:
     """The (G, Kg, Cg) weight gradient of contiguous NCHW ``dy`` and ``xs`` (the pixels the
-    1x1 kernel reads) by the compiled product: partial sums over fixed splits of the
-    reduction, added in order."""
+    1x1 kernel reads) by the compiled product as ``plan`` (a native one) says: partial sums
+    over fixed splits of the reduction, added in order."""
     n, _, h, wd = dy.shape
-    plan = _WeightPlan(geom, h * wd)
     a = dy.reshape(n, geom.K, h * wd)
     b = xs.reshape(n, geom.C, h * wd)
     rows_op, strips_op = (b, a) if plan.transposed else (a, b)
     partial = np.empty((plan.splits, geom.groups, plan.rows, plan.padded_cols), geom.dtype)
     scratch = np.empty(plan.scratch_elements(nthreads), geom.dtype)
-    kernel = (_pointwise_kernels.weight_float if geom.dtype == np.float32
-              else _pointwise_kernels.weight_double)
+    kernel = _native_kernel("weight", geom.dtype)
+    assert kernel is not None  # plan.native
     kernel(rows_op, strips_op, geom.groups, partial, WEIGHT_CHUNK, WEIGHT_GROUP_STRIPS,
            scratch, nthreads)
     total: Array = partial[0]
@@ -195,32 +230,14 @@ def _native_rows_product(flat: Array, mat: Array, out: Array, nthreads: int) -> 
     ``flat`` (pixels, in) of an NHWC array, a (out, in) matrix and a contiguous (pixels, out)
     result, float32 / float64; False (nothing done) otherwise.  The pixels are the rows that
     stream through the register tile, ``mat.T`` the packed strips."""
-    name = {np.dtype(np.float32): "product_float",
-            np.dtype(np.float64): "product_double"}.get(flat.dtype)
-    if (name is None or mat.dtype != flat.dtype or out.dtype != flat.dtype
-            or not flat.flags.c_contiguous or not out.flags.c_contiguous):
+    if (flat.dtype not in _NATIVE_SUFFIX or not flat.flags.c_contiguous
+            or not out.flags.c_contiguous):
         return False
     pixels, rows_in = flat.shape
     rows_out = out.shape[1]
-    strip = int(_pointwise_kernels.STRIP[flat.dtype.name])
-    panel = min(PANEL_PIXELS, -(-rows_out // strip) * strip)
-    mchunk = _row_chunk(pixels, -(-rows_out // panel), nthreads)
-    scratch = np.empty(nthreads * (panel + int(_pointwise_kernels.TILE_ROWS))
-                       * max(rows_in, strip), flat.dtype)
-    getattr(_pointwise_kernels, name)(
-        np.ascontiguousarray(mat.T).reshape(1, rows_in, rows_out), flat.reshape(-1), 1, pixels,
-        rows_in, 1, out.reshape(1, pixels, rows_out), panel, mchunk, scratch, nthreads)
-    return True
-
-
-def _native_scratch_bytes(rows_in: int, pixels: int, dtype: np.dtype[Any], nthreads: int) -> int:
-    """Bytes of the compiled 1x1 product's packing scratch (see :func:`_native_product`)."""
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
-        return 0
-    strip = int(_pointwise_kernels.STRIP[dtype.name])
-    panel = min(PANEL_PIXELS, -(-pixels // strip) * strip)
-    per_thread = (panel + int(_pointwise_kernels.TILE_ROWS)) * max(rows_in, strip)
-    return nthreads * per_thread * dtype.itemsize
+    return _run_product(np.ascontiguousarray(mat.T).reshape(1, rows_in, rows_out),
+                        flat.reshape(-1), 1, pixels, rows_in, 1,
+                        out.reshape(1, pixels, rows_out), nthreads)
 
 
 # Pixels per piece of the NHWC weight-gradient reduction (at most 64 pieces): each piece is
@@ -676,9 +693,10 @@ class GemmConvolution(Algorithm):
                               b[rows, grp * g.Cg:(grp + 1) * g.Cg], out=grad[grp])
                 return grad
         else:
-            if _WeightPlan(g, h * wd).native:
+            plan = _WeightPlan(g, h * wd)
+            if plan.native:
                 native = _native_weight(np.ascontiguousarray(dy), np.ascontiguousarray(xs), g,
-                                        nthreads)
+                                        plan, nthreads)
                 return np.ascontiguousarray(native, g.dtype).reshape(g.K, g.Cg, 1, 1)
             a = np.ascontiguousarray(dy).reshape(n, g.groups, g.Kg, h * wd)
             b = np.ascontiguousarray(xs).reshape(n, g.groups, g.Cg, h * wd)

@@ -20,11 +20,22 @@ import importlib
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict
+from typing import Any, Callable, Dict
 
 import numpy as np
 
 __all__ = ["copy_bandwidth", "fma_peak", "gemm_peak"]
+
+
+def _median_seconds(call: Callable[[], Any], repeats: int) -> float:
+    """Median wall time of `repeats` timed calls (at least one), after one untimed call."""
+    call()
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return float(statistics.median(times))
 
 
 def gemm_peak(n: int = 2048, repeats: int = 5, threads: int = 1) -> Dict[str, Any]:
@@ -50,14 +61,8 @@ def gemm_peak(n: int = 2048, repeats: int = 5, threads: int = 1) -> Dict[str, An
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     c = np.empty((n, n), np.float32)
-    times = []
     with threadpool_limits(limits=int(threads), user_api="blas"):
-        np.matmul(a, b, out=c)
-        for _ in range(max(1, repeats)):
-            t0 = time.perf_counter()
-            np.matmul(a, b, out=c)
-            times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+        med = _median_seconds(lambda: np.matmul(a, b, out=c), repeats)
     return {"n": n, "threads": int(threads), "median_s": med, "gflops": 2.0 * n**3 / med / 1e9}
 
 
@@ -94,14 +99,8 @@ def copy_bandwidth(nbytes: int = 256 << 20, repeats: int = 5,
     def copy(part: slice) -> None:
         np.copyto(dst[part], src[part])
 
-    times = []
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(copy, slices))
-        for _ in range(max(1, repeats)):
-            t0 = time.perf_counter()
-            list(pool.map(copy, slices))
-            times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+        med = _median_seconds(lambda: list(pool.map(copy, slices)), repeats)
     moved = 2 * src.nbytes
     return {"bytes": moved, "threads": threads, "median_s": med, "gb_s": moved / med / 1e9}
 
@@ -133,12 +132,7 @@ def fma_peak(threads: int = 1, seconds: float = 0.05, repeats: int = 5) -> Dict[
     pointwise.fma_peak_float(100_000, threads)
     took = max(time.perf_counter() - t0, 1e-6)
     iterations = max(1000, int(100_000 * seconds / took))
-    pointwise.fma_peak_float(iterations, threads)  # wakes idle cores before the timed runs
-    times = []
-    for _ in range(max(1, repeats)):
-        t0 = time.perf_counter()
-        pointwise.fma_peak_float(iterations, threads)
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+    # the untimed run also wakes idle cores before the timed ones
+    med = _median_seconds(lambda: pointwise.fma_peak_float(iterations, threads), repeats)
     return {"level": LEVEL, "threads": threads, "median_s": med,
             "gflops": iterations * per_round * threads / med / 1e9}

@@ -170,7 +170,7 @@ def parse_threads(threads: Union[None, int, str, Sequence[int]] = None) -> List[
 
 
 def measure_ceilings(threads: int, quick: bool = False) -> Dict[str, Any]:
-    """The machine's float32 GEMM peak and copy bandwidth on `threads` threads.
+    """The machine's float32 GEMM peak, FMA peak and copy bandwidth on `threads` threads.
 
     Parameters
     ----------
