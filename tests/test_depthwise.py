@@ -330,3 +330,34 @@ def test_nchw_kernels_refuse_padding_maps_outside_the_plane():
     for rs, cs in [(bad_row, col_src), (row_src, bad_col), (row_src, col_src[:7])]:
         with pytest.raises(ValueError):
             run(rs, cs)
+
+
+# numpy.pad's name for each padding mode
+NUMPY_PAD_MODES = {"zeros": "constant", "constant": "constant", "reflect": "reflect",
+                   "symmetric": "symmetric", "replicate": "edge", "circular": "wrap"}
+
+
+@pytest.mark.parametrize("width", [5, 7, 15, 16, 17, 31, 33, 34, 47, 64, 66, 97])
+@pytest.mark.parametrize("mode", sorted(NUMPY_PAD_MODES))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype):
+    # The NCHW kernels load a stride-2 row two vectors at a time and keep its even elements:
+    # widths around one and two vectors (4 to 16 lanes), the last rows of the array (where
+    # whole-vector loads must stop before its end) and the padding each mode builds around.
+    rng = np.random.default_rng(width)
+    x = rng.standard_normal((2, 3, 5, width)).astype(dtype)
+    w = rng.standard_normal((3, 1, 3, 3)).astype(dtype)
+    pads = ((1, 1), (1, 2))
+    value = 0.5 if mode == "constant" else 0.0
+    kw = dict(stride=2, padding=pads, groups=3, padding_mode=mode, algo="depthwise")
+    if mode == "constant":
+        kw["padding_value"] = value
+    extra = {"constant_values": value} if NUMPY_PAD_MODES[mode] == "constant" else {}
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + pads, mode=NUMPY_PAD_MODES[mode],
+                **extra)
+    y_ref = ref_conv2d(xp, w.astype(np.float64), stride=2, groups=3)
+    assert_close(cconv.conv2d(x, w, **kw), y_ref, dtype, what="forward")
+    gy = rng.standard_normal(y_ref.shape).astype(dtype)
+    gw_ref = ref_backward_weight(gy.astype(np.float64), xp, w.shape, stride=2, groups=3)
+    assert_close(cconv.conv2d_backward_weight(gy, x, w.shape, **kw), gw_ref, dtype,
+                 what="backward_weight")

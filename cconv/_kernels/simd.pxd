@@ -1,5 +1,5 @@
 # Cython declarations of simd.h: a GCC/Clang vector of CCONV_VBYTES bytes (setup.py defines
-# it per SIMD level) and the five operations the kernels use.  Cython sees the vector types
+# it per SIMD level) and the operations the kernels use.  Cython sees the vector types
 # as their element type; the C compiler sees whole vectors.
 
 cdef extern from "simd.h" nogil:
@@ -10,8 +10,10 @@ cdef extern from "simd.h" nogil:
     vec_float vec_float_zero() noexcept
     vec_float vec_float_splat(float x) noexcept
     vec_float vec_float_fma(vec_float a, vec_float b, vec_float c) noexcept
+    vec_float vec_float_load_even(const float *p) noexcept
     vec_double vec_double_load(const double *p) noexcept
     void vec_double_store(double *p, vec_double v) noexcept
     vec_double vec_double_zero() noexcept
     vec_double vec_double_splat(double x) noexcept
     vec_double vec_double_fma(vec_double a, vec_double b, vec_double c) noexcept
+    vec_double vec_double_load_even(const double *p) noexcept
