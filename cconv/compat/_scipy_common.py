@@ -22,6 +22,8 @@ import numpy.typing as npt
 
 import cconv as _cc
 
+from .. import _workspace
+
 __all__ = ["PADDING_MODES", "Pads", "core_max_pad", "correlate_in_strips", "correlate_planes",
            "extend_indices", "pad_axis"]
 
@@ -246,8 +248,12 @@ def cast(src: npt.NDArray[Any], dtype: npt.DTypeLike,
 # output elements: the converted input and the sums are then strip-sized buffers used
 # again for every strip, where whole-image ones would be fresh memory, which the kernel
 # zeroes page by page on first touch.  A 4096x4096 uint16 image, 5x5 kernel, 2 threads
-# (AMD EPYC Zen 4, AVX-512): 45% of the whole-image call was that zeroing.
-STRIP_ELEMENTS = 1 << 21
+# (AMD EPYC Zen 4, AVX-512): 45% of the whole-image call was that zeroing.  Small enough
+# that a strip's sums are still in cache when they are converted: the same image on an
+# AMD EPYC Zen 5 (AVX-512), strips of 2^18 / 2^19 / 2^20 / 2^21 elements, medians of
+# 1-second loops: 19-32 / 17.5-18.0 / 20.2-21.2 / 26.0 ms on 2 threads, 29-30 / 28.4 /
+# 30-31 / 34.7 ms on 1 (smaller strips pay more per-strip overhead).
+STRIP_ELEMENTS = 1 << 19
 
 
 def _extended_rows(n: int, before: int, after: int, mode: str) -> npt.NDArray[np.intp]:
@@ -296,17 +302,20 @@ def correlate_in_strips(x: npt.NDArray[Any], kernel: npt.NDArray[Any], pads: Pad
     if OH < 2 * rows or OW <= 0:
         return False
     source = _extended_rows(H, top, bottom, mode)
-    in_buf = np.empty((N, 1, rows + R - 1, W), dtype)
-    out_buf = np.empty((N, 1, rows, OW), dtype)
-    for first in range(0, OH, rows):
-        n = min(rows, OH - first)
-        if n < rows:  # the last strip: buffers of its own size, contiguous as the core wants
-            in_buf = np.empty((N, 1, n + R - 1, W), dtype)
-            out_buf = np.empty((N, 1, n, OW), dtype)
-        _fill_strip(in_buf, x, source[first:first + n + R - 1], first - top, value,
-                    num_threads)
-        store(first, correlate_planes(in_buf, kernel, ((0, 0), horizontal), mode, value,
-                                      num_threads, out=out_buf))
+    # The strip buffers come from the workspace pool: kept between calls, their pages are
+    # not faulted (and zeroed by the kernel) again on every call.
+    with _workspace.scope() as ws:
+        in_flat = ws.empty(N * (rows + R - 1) * W, dtype)
+        out_flat = ws.empty(N * rows * OW, dtype)
+        for first in range(0, OH, rows):
+            n = min(rows, OH - first)
+            # (the last strip takes the front of each buffer: contiguous, as the core wants)
+            in_buf = in_flat[:N * (n + R - 1) * W].reshape(N, 1, n + R - 1, W)
+            out_buf = out_flat[:N * n * OW].reshape(N, 1, n, OW)
+            _fill_strip(in_buf, x, source[first:first + n + R - 1], first - top, value,
+                        num_threads)
+            store(first, correlate_planes(in_buf, kernel, ((0, 0), horizontal), mode, value,
+                                          num_threads, out=out_buf))
     return True
 
 
