@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from . import _workspace
 from ._threads import threads_for_work
 
 if TYPE_CHECKING:
@@ -81,7 +82,8 @@ def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], l
     if out is not None and out.dtype == dtype and not overlaps(out, reads):
         compute(nchw(out, layout), alpha, beta)
         return out
-    y = np.empty(shape, dtype)
+    with _workspace.results():
+        y = np.empty(shape, dtype)
     compute(nchw(y, layout), alpha if out is None else 1.0, 0.0)
     if out is None:
         return y.astype(result_dtype, copy=False)

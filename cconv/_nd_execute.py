@@ -37,6 +37,7 @@ import numpy as np
 from . import _dispatch as _dispatch_module
 from . import _execute as _execute_module
 from . import _geometry as _geometry_module
+from . import _workspace
 from . import functional as _functional_module
 from .algorithms import direct_volume
 from ._nd_geometry import NdGeometry, channels_last, to_layout, weight_to_layout
@@ -211,7 +212,10 @@ class Sink:
         else:
             self.direct = self.plain and result_dtype == dtype
         if self.direct:
-            self.array = out if out is not None else np.empty(shape, dtype)
+            if out is None:
+                with _workspace.results():
+                    out = np.empty(shape, dtype)
+            self.array = out
             self.beta0 = beta if out is not None else 0.0
         else:
             dm_shape = shape if self.plain else (shape[0], shape[2], shape[1], *shape[3:])

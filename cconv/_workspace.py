@@ -12,6 +12,16 @@ and holds at most ``LIMIT_BYTES`` (256 MiB, or ``CCONV_WORKSPACE_MB`` from the e
 0 disables pooling): buffers that would exceed it are simply dropped.  Only internal
 buffers go through it, never an array returned to the caller.  A forked child starts with
 an empty pool and a fresh lock.
+
+Results are the other fresh memory of a call.  They are allocated under :func:`results`,
+through a NumPy memory handler (``cconv._kernels._results``) that keeps the memory of freed
+results of 1 MiB and more, at most ``RESULT_LIMIT_BYTES`` (256 MiB, or
+``CCONV_RESULT_CACHE_MB``; 0 disables it), and serves the next result of the same size from
+it: a loop that filters image after image, or trains, frees a result before it asks for the
+next.  Measured: a 4096x4096 float32 image filtered 5x5 on 2 threads (AMD EPYC Zen 5,
+AVX-512) took 8.1-8.4 ms into fresh memory, 5.8-5.9 ms into memory written before.  A
+result the caller keeps is never touched again; its memory is freed or kept when NumPy frees
+the array.
 """
 
 from __future__ import annotations
@@ -24,16 +34,20 @@ from typing import Any, Iterator, List
 import numpy as np
 import numpy.typing as npt
 
+from ._kernels import _results
 
-def _limit_from_env() -> int:
-    value = os.environ.get("CCONV_WORKSPACE_MB", "").strip()
+
+def _limit_from_env(name: str) -> int:
+    value = os.environ.get(name, "").strip()
     try:
         return max(0, int(value)) * 1024 * 1024 if value else 256 * 1024 * 1024
     except ValueError:
         return 256 * 1024 * 1024
 
 
-LIMIT_BYTES = _limit_from_env()
+LIMIT_BYTES = _limit_from_env("CCONV_WORKSPACE_MB")
+RESULT_LIMIT_BYTES = _limit_from_env("CCONV_RESULT_CACHE_MB")
+_results.set_limit(RESULT_LIMIT_BYTES)
 
 _lock = threading.Lock()
 _free: dict[int, list[npt.NDArray[np.uint8]]] = {}
@@ -63,6 +77,7 @@ def _after_fork() -> None:
     _lock = threading.Lock()
     _free = {}
     _pooled_bytes = 0
+    _results.after_fork_in_child()
 
 
 if hasattr(os, "register_at_fork"):
@@ -70,11 +85,13 @@ if hasattr(os, "register_at_fork"):
 
 
 def clear() -> None:
-    """Drop every pooled buffer (their memory returns to the allocator)."""
+    """Drop every pooled buffer and every kept result block (their memory returns to the
+    allocator)."""
     global _pooled_bytes
     with _lock:
         _free.clear()
         _pooled_bytes = 0
+    _results.clear()
 
 
 def pooled_bytes() -> int:
@@ -103,3 +120,20 @@ def scope() -> Iterator[_Scope]:
     finally:
         for raw in s._taken:
             _give(raw)
+
+
+@contextlib.contextmanager
+def results() -> Iterator[None]:
+    """Allocate the arrays of the block through the result handler (see the module
+    docstring): ``with results(): y = np.empty(shape, dtype)``.  ``numpy.zeros`` in the
+    block still gets fresh, zeroed memory."""
+    previous = _results.install()
+    try:
+        yield
+    finally:
+        _results.restore(previous)
+
+
+def kept_result_bytes() -> int:
+    """Bytes of freed results kept for the next call."""
+    return int(_results.held_bytes())

@@ -3,6 +3,7 @@
 import threading
 
 import numpy as np
+import pytest
 
 from cconv import _workspace
 
@@ -65,13 +66,14 @@ def test_concurrent_scopes_get_distinct_buffers():
     _workspace.clear()
 
 
-def test_limit_from_environment(monkeypatch):
-    monkeypatch.setenv("CCONV_WORKSPACE_MB", "3")
-    assert _workspace._limit_from_env() == 3 * 1024 * 1024
-    monkeypatch.setenv("CCONV_WORKSPACE_MB", "0")
-    assert _workspace._limit_from_env() == 0
-    monkeypatch.setenv("CCONV_WORKSPACE_MB", "lots")
-    assert _workspace._limit_from_env() == 256 * 1024 * 1024
+@pytest.mark.parametrize("name", ["CCONV_WORKSPACE_MB", "CCONV_RESULT_CACHE_MB"])
+def test_limit_from_environment(monkeypatch, name):
+    monkeypatch.setenv(name, "3")
+    assert _workspace._limit_from_env(name) == 3 * 1024 * 1024
+    monkeypatch.setenv(name, "0")
+    assert _workspace._limit_from_env(name) == 0
+    monkeypatch.setenv(name, "lots")
+    assert _workspace._limit_from_env(name) == 256 * 1024 * 1024
 
 
 def test_forked_child_starts_with_an_empty_pool():

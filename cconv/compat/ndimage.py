@@ -51,6 +51,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from .. import _workspace
 from .._convert import store_integers
 from ._scipy_common import assign, cast, correlate_in_strips, correlate_planes
 
@@ -214,24 +215,30 @@ def _check_origins(origins: Sequence[Any], lengths: Sequence[int]) -> List[int]:
     return [operator.index(o) for o in origins]
 
 
+def _new_output(shape: Tuple[int, ...], dtype: Any) -> Array:
+    # Every element is written by the filter (an empty kernel's result is set to 0).
+    with _workspace.results():
+        return np.empty(shape, dtype=dtype)
+
+
 def _get_output(output: Any, input: Array, complex_output: bool = False) -> Array:
     """The array that receives the result (SciPy's rules for ``output``)."""
     shape = input.shape
     if output is None:
         dtype = np.promote_types(input.dtype, np.complex64) if complex_output else input.dtype
-        return np.zeros(shape, dtype=dtype)
+        return _new_output(shape, dtype)
     if isinstance(output, (type, np.dtype)):
         if complex_output and np.dtype(output).kind != "c":
             warnings.warn("promoting specified output dtype to complex", stacklevel=4)
             output = np.promote_types(output, np.complex64)
-        return np.zeros(shape, dtype=output)
+        return _new_output(shape, output)
     if isinstance(output, str):
         dtype = np.dtype(output)
         if complex_output and dtype.kind != "c":
             raise RuntimeError("output must have complex dtype")
         if not issubclass(dtype.type, np.number):
             raise RuntimeError("output must have numeric dtype")
-        return np.zeros(shape, dtype=dtype)
+        return _new_output(shape, dtype)
     result = np.asarray(output)
     if result.shape != shape:
         raise RuntimeError(f"output shape not correct: {result.shape}, input {shape}")

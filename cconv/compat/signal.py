@@ -40,6 +40,7 @@ from typing import Any, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
+from .. import _workspace
 from ._scipy_common import Pads, correlate_planes, pad_axis
 
 __all__ = ["convolve2d", "correlate2d"]
@@ -266,7 +267,8 @@ def _complex(a: Array, b: Array, pads: Pads, mode: str, fill: complex, dtype: np
 
     ar, ai = np.real(a), np.imag(a)
     br, bi = np.real(b), np.imag(b)
-    out = np.empty(_valid_shape(a.shape, b.shape, pads), dtype=dtype)
+    with _workspace.results():
+        out = np.empty(_valid_shape(a.shape, b.shape, pads), dtype=dtype)
     out.real = corr(ar, br, fill.real) - corr(ai, bi, fill.imag)
     out.imag = corr(ar, bi, fill.real) + corr(ai, br, fill.imag)
     return out
