@@ -125,3 +125,34 @@ def test_column_policy_keeps_narrow_planes_on_the_plain_kernel(dtype):
     finally:
         depthwise.COLUMN_MIN_WIDTH_VECTORS = saved
         base._instance.cache_clear()
+
+
+@pytest.mark.parametrize("width", [97, 128, 130, 263])
+@pytest.mark.parametrize("kernel, dilation", [((3, 3), 1), ((5, 5), 1), ((7, 3), 1),
+                                              ((3, 7), 2)])
+@pytest.mark.parametrize("mode", ["zeros", "reflect", "circular"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_banded_single_channel_planes_match_reference(width, kernel, dilation, mode, dtype):
+    # One channel per group, planes cut into bands (more of them on more threads): widths
+    # around the column block, row-only and column-dilated kernels, padding rows built by
+    # each mode at the first and last band; every thread count gives the same bits.
+    from cconv.algorithms.depthwise import _NchwLayout
+    R, S = kernel
+    H = 70
+    assert _NchwLayout.band(1, H, 4, 2, width * 4, columns=True) < H, "must be cut into bands"
+    rng = np.random.default_rng(width + R * 10 + S)
+    x = rng.standard_normal((1, 2, H, width)).astype(dtype)
+    w = rng.standard_normal((2, 1, R, S)).astype(dtype)
+    pads = ((R // 2, R - 1 - R // 2), (dilation * (S - 1) // 2 + 1, dilation * (S - 1) // 2))
+    numpy_mode = {"zeros": "constant", "reflect": "reflect", "circular": "wrap"}[mode]
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0)) + pads, mode=numpy_mode)
+    want = ref_conv2d(xp, w.astype(np.float64), dilation=(1, dilation), groups=2)
+    first = None
+    for threads in (1, 2, 3):
+        got = cconv.conv2d(x, w, padding=pads, dilation=(1, dilation), groups=2,
+                           padding_mode=mode, algo="depthwise", num_threads=threads)
+        assert_close(got, want, dtype, what=f"{threads} threads")
+        if first is None:
+            first = got
+        else:  # the split into bands never changes the arithmetic
+            assert np.array_equal(first, got)
