@@ -82,8 +82,7 @@ def emit(compute: Callable[[Array, float, float], None], shape: Sequence[int], l
     if out is not None and out.dtype == dtype and not overlaps(out, reads):
         compute(nchw(out, layout), alpha, beta)
         return out
-    with _workspace.results():
-        y = np.empty(shape, dtype)
+    y = _workspace.empty_result(shape, dtype)
     compute(nchw(y, layout), alpha if out is None else 1.0, 0.0)
     if out is None:
         return y.astype(result_dtype, copy=False)

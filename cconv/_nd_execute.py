@@ -212,10 +212,7 @@ class Sink:
         else:
             self.direct = self.plain and result_dtype == dtype
         if self.direct:
-            if out is None:
-                with _workspace.results():
-                    out = np.empty(shape, dtype)
-            self.array = out
+            self.array = out if out is not None else _workspace.empty_result(shape, dtype)
             self.beta0 = beta if out is not None else 0.0
         else:
             dm_shape = shape if self.plain else (shape[0], shape[2], shape[1], *shape[3:])

@@ -217,8 +217,7 @@ def _check_origins(origins: Sequence[Any], lengths: Sequence[int]) -> List[int]:
 
 def _new_output(shape: Tuple[int, ...], dtype: Any) -> Array:
     # Every element is written by the filter (an empty kernel's result is set to 0).
-    with _workspace.results():
-        return np.empty(shape, dtype=dtype)
+    return _workspace.empty_result(shape, dtype)
 
 
 def _get_output(output: Any, input: Array, complex_output: bool = False) -> Array:

@@ -267,8 +267,7 @@ def _complex(a: Array, b: Array, pads: Pads, mode: str, fill: complex, dtype: np
 
     ar, ai = np.real(a), np.imag(a)
     br, bi = np.real(b), np.imag(b)
-    with _workspace.results():
-        out = np.empty(_valid_shape(a.shape, b.shape, pads), dtype=dtype)
+    out = _workspace.empty_result(_valid_shape(a.shape, b.shape, pads), dtype)
     out.real = corr(ar, br, fill.real) - corr(ai, bi, fill.imag)
     out.imag = corr(ar, bi, fill.real) + corr(ai, br, fill.imag)
     return out
