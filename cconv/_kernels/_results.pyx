@@ -77,21 +77,28 @@ cdef PyThread_type_lock _lock = PyThread_allocate_lock()
 cdef PyDataMem_Handler _handler
 
 
+cdef void *_remove_locked(Py_ssize_t i) noexcept nogil:
+    """Take kept block ``i`` out of the list (oldest first), the lock held; return it."""
+    global _count, _held
+    cdef void *p = _blocks[i]
+    cdef Py_ssize_t j
+    _held -= _sizes[i]
+    for j in range(i, _count - 1):
+        _blocks[j] = _blocks[j + 1]
+        _sizes[j] = _sizes[j + 1]
+    _count -= 1
+    return p
+
+
 cdef void *_take(size_t size) noexcept nogil:
     """A kept block of exactly ``size`` bytes (the most recently kept), or NULL."""
-    global _count, _held
     cdef void *p = NULL
-    cdef Py_ssize_t i, j
+    cdef Py_ssize_t i
     PyThread_acquire_lock(_lock, WAIT_LOCK)
     i = _count - 1
     while i >= 0:
         if _sizes[i] == size:
-            p = _blocks[i]
-            for j in range(i, _count - 1):
-                _blocks[j] = _blocks[j + 1]
-                _sizes[j] = _sizes[j + 1]
-            _count -= 1
-            _held -= size
+            p = _remove_locked(i)
             break
         i -= 1
     PyThread_release_lock(_lock)
@@ -103,19 +110,14 @@ cdef void _keep(void *p, size_t size) noexcept nogil:
     block larger than the limit is freed at once."""
     global _count, _held
     cdef void *evicted[MAX_BLOCKS]
-    cdef Py_ssize_t nevicted = 0, i, j
+    cdef Py_ssize_t nevicted = 0, i
     if size > _limit:
         free(p)
         return
     PyThread_acquire_lock(_lock, WAIT_LOCK)
     while _count > 0 and (_count == MAX_BLOCKS or _held + size > _limit):
-        evicted[nevicted] = _blocks[0]
+        evicted[nevicted] = _remove_locked(0)
         nevicted += 1
-        _held -= _sizes[0]
-        for j in range(_count - 1):
-            _blocks[j] = _blocks[j + 1]
-            _sizes[j] = _sizes[j + 1]
-        _count -= 1
     _blocks[_count] = p
     _sizes[_count] = size
     _count += 1
