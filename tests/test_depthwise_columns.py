@@ -1,6 +1,7 @@
-"""The NCHW column kernel of the depthwise algorithm (filters of 3 or more rows at row stride
-and dilation 1: each loaded input row feeds every output row of a 4-row block it reaches)
-against the float64 reference: forward and backward-data over random shapes, with partial
+"""The NCHW column kernels of the depthwise algorithm (filters of 3 or more rows at row stride
+and dilation 1: each loaded input row feeds every output row it reaches, in a window of R
+rows rolling down the band for R = 3-6, in blocks of 4 rows for taller filters) against
+the float64 reference: forward and backward-data over random shapes, with partial
 row blocks, partial column blocks, bands, column strides and dilations, several channels
 per group, bias and the alpha / beta epilogue."""
 
@@ -104,6 +105,37 @@ def test_column_kernel_bands_do_not_change_the_arithmetic():
     assert_close(one, ref_conv2d(x.astype(np.float64), w.astype(np.float64),
                            pads=((2, 2), (2, 2))),
                  np.float32)
+
+
+@pytest.mark.parametrize("R", range(3, 10))
+@pytest.mark.parametrize("band, last", [(4, 1), (4, 3), (8, 2), (8, 7), (16, 5)])
+def test_column_kernels_on_bands_around_the_filter_height(R, band, last, monkeypatch):
+    """Bands of 4, 8 and 16 output rows (whole 4-row blocks), the last one 1 .. band - 1
+    rows: the rolling window's first and last R - 1 input rows feed only the output rows
+    inside the band, and a band shorter than the filter has no row that feeds all R."""
+    monkeypatch.setattr(depthwise, "COLUMN_BAND_BYTES", 0)  # every band the least ...
+    monkeypatch.setattr(depthwise, "COLUMN_MIN_BAND_ROWS", band)  # ... this many rows
+    base._instance.cache_clear()
+    rng = np.random.default_rng(R * 100 + band + last)
+    x = rng.standard_normal((2, 2, 2 * band + last, 37))  # 'same' padding: as many rows out
+    w = rng.standard_normal((2, 1, R, 4))
+    pads = ((R // 2, R - 1 - R // 2), (1, 2))
+    for dtype in (np.float32, np.float64):
+        geom = cconv.plan_conv2d(x.shape, w.shape, dtype=dtype, padding=pads,
+                                 groups=2).geometry
+        layout = DepthwiseConvolution.for_geometry(geom)._nchw
+        assert layout.columns and layout.columns_bd
+        assert layout.forward_band(2)[0] == band and layout.backward_data_band(2)[0] == band
+        y = cconv.conv2d(x.astype(dtype), w.astype(dtype), padding=pads, groups=2,
+                         algo="depthwise", num_threads=2)
+        assert_close(y, ref_conv2d(x, w, pads=pads, groups=2), dtype, what="forward")
+        gy = rng.standard_normal(y.shape)
+        dx = cconv.conv2d_backward_data(gy.astype(dtype), w.astype(dtype), x.shape,
+                                        padding=pads, groups=2, algo="depthwise",
+                                        num_threads=2)
+        assert_close(dx, ref_backward_data(gy, w, x.shape, pads=pads, groups=2), dtype,
+                     what="backward_data")
+    base._instance.cache_clear()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

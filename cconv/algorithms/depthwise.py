@@ -9,8 +9,10 @@ activations in place instead, in the layout they come in:
   one image plane (the whole plane unless it is large or the planes are too few for the
   threads: one large image filtered by one filter), copied with its padding into a
   per-thread buffer (split into column phases for a stride), then computed in blocks of
-  four vector accumulators held in registers across the taps: vectorised over output
-  pixels, the weights broadcast, which is what one- and few-channel images need.
+  four vector accumulators held in registers across the taps (or, at row stride 1, by
+  columns of taps, each loaded input row feeding every output row it reaches): vectorised
+  over output pixels, the weights broadcast, which is what one- and few-channel images
+  need.
   Backward-data correlates the gradient, spread out by the stride, with the flipped
   filter; backward-weight takes dot products of gradient rows with buffer rows.
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
@@ -73,13 +75,15 @@ JOBS_PER_THREAD = 4
 MAX_CHANNELS_PER_GROUP = 4
 BAND_BYTES = 512 * 1024
 MIN_BAND_ROWS = 16
-# The column kernel (see _NchwLayout) reads each band row R + 3 times per block of 4 output
-# rows, so its bands aim at the L1 cache instead: a single 5x5-filtered plane, 1 -> 2 threads,
-# AMD EPYC Zen 4 (AVX-512), band buffers of 128 / 64 / 16 / 8 rows of a 1024-wide plane:
-# 1.32 / 1.18 / 1.04 / 1.04 ms on 1 thread, 1.53 / 0.85 / 0.55 / 0.55 ms on 2 (3x3: 0.86 ms
-# at 128 rows, 0.48 at 8); 2048- and 4096-wide planes and whole MobileNet-sized planes were
-# flat across band sizes.
-COLUMN_BAND_BYTES = 32 * 1024
+# The column kernel (see _NchwLayout) walks a strip of a few vectors down every row of its
+# band, so a taller band pays its first and last R - 1 rows (which feed fewer output rows)
+# and its refilled halo less often, while a strip's rows stay in L1.  5x5 filter, medians of
+# 2-second loops, AMD EPYC Zen 5 (AVX-512), band buffers of 32 KiB -> 128 KiB: a 1024x1024
+# image 0.44 -> 0.38 ms on 1 thread; 64 images of 512x512 10.9 -> 10.2 ms on 1 thread, 5.9
+# -> 5.3 ms on 2; a 4096x4096 image (8-row bands either way) unchanged.  (Zen 4, with the
+# earlier 4-row block kernel, whose blocks re-read their rows: a 1024-wide plane ran 2.8x
+# slower on 2 threads with 128-row bands than with 8.)
+COLUMN_BAND_BYTES = 128 * 1024
 COLUMN_MIN_BAND_ROWS = 8
 # Narrow planes keep the plain kernel: the column block spans 4 (AVX-512) or 2 vectors of a
 # row, mostly empty lanes on a narrow plane, and reorders the weight on every call.  Batch-1
@@ -113,10 +117,11 @@ class _NchwLayout:
 
     Forward at row stride 1 and backward-data (a stride-1 correlation) with row dilation 1
     and at least 3 filter rows run the column kernel (``columns``, ``columns_bd``): its
-    taps are the filter's columns, its register block ``column_block`` (4 rows x a few
-    vectors), and each input row a block loads feeds every output row of the block it
-    reaches (R + 3 loads for 4 * R multiply-adds, where the plain kernel loads once per
-    multiply-add).
+    taps are the filter's columns, and each input row it loads feeds every output row it
+    reaches.  For 3-6 filter rows the kernel walks a strip down the band with the R output
+    rows in flight in registers (one load per R multiply-adds); taller filters take blocks
+    of ``column_block`` (4 rows x a few vectors: R + 3 loads for 4 * R multiply-adds).  The
+    plain kernel loads once per multiply-add.
     """
 
     def __init__(self, geom: ConvGeometry, vl: int, column_block: Tuple[int, int]) -> None:
