@@ -361,3 +361,26 @@ def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype):
     gw_ref = ref_backward_weight(gy.astype(np.float64), xp, w.shape, stride=2, groups=3)
     assert_close(cconv.conv2d_backward_weight(gy, x, w.shape, **kw), gw_ref, dtype,
                  what="backward_weight")
+
+
+@pytest.mark.parametrize("R, S", [(1, 1), (3, 3), (1, 13), (5, 5), (7, 7), (11, 11)])
+@pytest.mark.parametrize("groups, cg", [(6, 1), (2, 3)])
+def test_nchw_weight_gradient_in_tap_passes_on_any_thread_count(R, S, groups, cg):
+    # The NCHW weight gradient sums a plane's taps in passes of up to 12 (1, 9, 13 = 7 + 6,
+    # 25 = 9 + 8 + 8, 49, 121 taps), its channels split into one run per thread: every tap
+    # against the reference, and the same bits on 1, 2, 3 and 5 threads (runs of 6 channels
+    # that do not divide evenly).
+    rng = np.random.default_rng(R * 31 + S + groups)
+    x = rng.standard_normal((3, groups * cg, 2 * R + 5, 2 * S + 9))
+    w_shape = (groups * 2, cg, R, S)
+    pads = ((R // 2, R // 2), (S // 2, S - 1 - S // 2))
+    gy = rng.standard_normal(ref_conv2d(x, np.zeros(w_shape), pads=pads, groups=groups).shape)
+    expected = ref_backward_weight(gy, x, w_shape, pads=pads, groups=groups)
+    for dtype in (np.float32, np.float64):
+        got = [cconv.conv2d_backward_weight(gy.astype(dtype), x.astype(dtype), w_shape,
+                                            padding=pads, groups=groups, algo="depthwise",
+                                            layout="NCHW", num_threads=t)
+               for t in (1, 2, 3, 5)]
+        assert_close(got[0], expected, dtype, what="backward_weight")
+        for other in got[1:]:
+            assert np.array_equal(got[0], other)
