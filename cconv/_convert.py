@@ -1,14 +1,16 @@
-"""Float sums stored into integer arrays as SciPy's C code stores them, in parallel.
+"""Integer images into float buffers and float sums into integer arrays, in parallel.
 
-The SciPy front ends (``cconv.compat``) sum integer images in float64 and must convert the
-sums as SciPy does on x86-64 (toward zero; out of range, the low bits of a 32- or 64-bit
-conversion or the type's minimum).  NumPy's casts do the same but ran at a tenth of memory
-speed; the loops in ``_kernels/_convert.pyx`` spell the rules out and run on cconv's threads.
+The SciPy front ends (``cconv.compat``) sum integer images in float64: each strip of the
+image is converted to floats (:func:`load_integers`, on cconv's OpenMP threads, which then
+compute it), and the sums must be converted back as SciPy does on x86-64 (toward zero; out
+of range, the low bits of a 32- or 64-bit conversion or the type's minimum).  NumPy's casts
+do the same but ran at a tenth of memory speed (and on one thread); the loops in
+``_kernels/_convert.pyx`` spell the rules out and run on cconv's threads.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +19,58 @@ from ._kernels import _convert
 from ._threads import get_num_threads
 
 Array = npt.NDArray[Any]
+
+
+# Conversions smaller than this run on one thread: a parallel region costs more than it
+# saves on them.
+MIN_PARALLEL_ELEMENTS = 1 << 15
+
+
+def _contiguous_pairs(a: Array, b: Array) -> Optional[List[Tuple[Array, Array]]]:
+    """``[(a, b)]`` when both are contiguous, their sub-arrays along the first axis when
+    those are, else None."""
+    if a.flags.c_contiguous and b.flags.c_contiguous:
+        return [(a, b)]
+    if (a.ndim > 1 and all(x.flags.c_contiguous for x in a)
+            and all(y.flags.c_contiguous for y in b)):
+        return list(zip(a, b))
+    return None
+
+
+def load_integers(dst: Array, values: Array, num_threads: Optional[int]) -> bool:
+    """``dst[...] = values`` for integer or bool ``values`` and a float32 / float64 ``dst``
+    of the same shape, by the parallel loop of ``cconv._kernels._convert`` (the same
+    results as NumPy's cast), where both are contiguous (or contiguous per index of their
+    first axis).
+
+    Parameters
+    ----------
+    dst : ndarray
+        float32 or float64, written in place.
+    values : ndarray
+        Integer or bool, of ``dst``'s shape.
+    num_threads : int or None
+        Threads (None: cconv's setting).
+
+    Returns
+    -------
+    bool
+        False, having written nothing, where the loop does not apply (other dtypes,
+        non-native byte order, other memory layouts).
+    """
+    if (dst.dtype not in (np.float32, np.float64) or values.dtype.kind not in "biu"
+            or not values.dtype.isnative or dst.shape != values.shape):
+        return False
+    source = values.view(np.uint8) if values.dtype.kind == "b" else values
+    pairs = _contiguous_pairs(dst, source)
+    if pairs is None:
+        return False
+    nthreads = get_num_threads() if num_threads is None else num_threads
+    if dst.size < MIN_PARALLEL_ELEMENTS:
+        nthreads = 1
+    for d, v in pairs:
+        _convert.load(v.reshape(-1), d.reshape(-1), nthreads)
+    return True
 
 
 def store_integers(dst: Array, values: Array, num_threads: Optional[int]) -> bool:
@@ -45,12 +99,8 @@ def store_integers(dst: Array, values: Array, num_threads: Optional[int]) -> boo
             or not dst.dtype.isnative or (kind == "u" and size == 8)):
         return False
     target = dst.view(np.uint8) if kind == "b" else dst
-    if target.flags.c_contiguous and values.flags.c_contiguous:
-        pairs = [(target, values)]
-    elif (target.ndim > 1 and all(t.flags.c_contiguous for t in target)
-          and all(v.flags.c_contiguous for v in values)):
-        pairs = list(zip(target, values))
-    else:
+    pairs = _contiguous_pairs(target, values)
+    if pairs is None:
         return False
     nthreads = get_num_threads() if num_threads is None else num_threads
     for t, v in pairs:

@@ -1,4 +1,11 @@
-"""Conversions of float sums to integer results, as SciPy's C code converts a double on x86-64.
+"""Conversions between integer images and float sums for the SciPy front ends.
+
+``load``: integer (or bool) pixels to float32 / float64, rounded to nearest as NumPy's casts
+and C's conversions do; in parallel on cconv's threads, as the strips of an integer image
+are converted while the same OpenMP team computes them (NumPy's cast of a strip ran on one
+thread while the other waited).
+
+``store``: float sums to integer results, as SciPy's C code converts a double on x86-64.
 
 SciPy's ndimage filters sum in double precision and store with a C cast.  On x86-64 a cast of a
 double to a 32- or 64-bit integer truncates toward zero and gives the type's minimum for NaN
@@ -10,7 +17,7 @@ in parallel: NumPy's own double-to-integer casts ran at about a tenth of memory 
 
 from cython.parallel cimport prange
 from libc.stdint cimport (INT32_MIN, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                          uint16_t, uint32_t)
+                          uint16_t, uint32_t, uint64_t)
 
 ctypedef fused source:
     float
@@ -24,6 +31,27 @@ ctypedef fused integer:
     int32_t
     uint32_t
     int64_t
+
+ctypedef fused pixel:
+    int8_t
+    uint8_t
+    int16_t
+    uint16_t
+    int32_t
+    uint32_t
+    int64_t
+    uint64_t
+
+
+def load(const pixel[::1] src, source[::1] dst, int num_threads):
+    """``dst[i] = src[i]`` converted (round to nearest), integers (a bool array as its uint8
+    view) to float32 or float64."""
+    cdef Py_ssize_t i, n = src.shape[0]
+    if dst.shape[0] != n:
+        raise ValueError(f"dst has {dst.shape[0]} elements for {n}")
+    with nogil:
+        for i in prange(n, num_threads=num_threads, schedule="static"):
+            dst[i] = <source>src[i]
 
 
 cdef inline int32_t _to_int32(double v) noexcept nogil:

@@ -23,6 +23,7 @@ import numpy.typing as npt
 import cconv as _cc
 
 from .. import _workspace
+from .._convert import load_integers
 
 __all__ = ["PADDING_MODES", "Pads", "core_max_pad", "correlate_in_strips", "correlate_planes",
            "extend_indices", "pad_axis"]
@@ -330,6 +331,8 @@ def _fill_strip(buf: npt.NDArray[Any], x: npt.NDArray[Any], index: npt.NDArray[n
     lo = min(max(-offset, 0), rows)
     hi = max(min(H - offset, rows), lo)
     if hi > lo:
-        assign(buf[:, :, lo:hi], x[:, :, offset + lo:offset + hi], num_threads)
+        rows_in, rows_out = x[:, :, offset + lo:offset + hi], buf[:, :, lo:hi]
+        if not load_integers(rows_out, rows_in, num_threads):
+            assign(rows_out, rows_in, num_threads)
     for row in (*range(lo), *range(hi, rows)):
         buf[:, :, row] = value if index[row] < 0 else x[:, :, int(index[row])]
