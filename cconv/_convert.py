@@ -55,11 +55,14 @@ def load_integers(dst: Array, values: Array, num_threads: Optional[int]) -> bool
     Returns
     -------
     bool
-        False, having written nothing, where the loop does not apply (other dtypes,
-        non-native byte order, other memory layouts).
+        False, having written nothing, where the loop does not apply (uint64 and
+        non-integer ``values``, other results, non-native byte order, other memory
+        layouts).
     """
-    if (dst.dtype not in (np.float32, np.float64) or values.dtype.kind not in "biu"
-            or not values.dtype.isnative or dst.shape != values.shape):
+    kind, size = values.dtype.kind, values.dtype.itemsize
+    if (dst.dtype not in (np.float32, np.float64) or kind not in "biu"
+            or (kind == "u" and size == 8) or not values.dtype.isnative
+            or dst.shape != values.shape):
         return False
     source = values.view(np.uint8) if values.dtype.kind == "b" else values
     pairs = _contiguous_pairs(dst, source)

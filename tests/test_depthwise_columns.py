@@ -5,6 +5,8 @@ the float64 reference: forward and backward-data over random shapes, with partia
 row blocks, partial column blocks, bands, column strides and dilations, several channels
 per group, bias and the alpha / beta epilogue."""
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,11 +24,11 @@ def columns_at_every_width():
     """The column kernel on every width, narrow planes included (its partial column blocks):
     by policy it runs from ``COLUMN_MIN_WIDTH_VECTORS`` vectors of output columns on.  The
     algorithms cached with the policy's layouts are dropped on both sides."""
-    saved = depthwise.COLUMN_MIN_WIDTH_VECTORS
-    depthwise.COLUMN_MIN_WIDTH_VECTORS = 0
+    saved = depthwise.COLUMN_MIN_WIDTH_VECTORS, depthwise.ROLLING_MIN_WIDTH_VECTORS
+    depthwise.COLUMN_MIN_WIDTH_VECTORS = depthwise.ROLLING_MIN_WIDTH_VECTORS = 0
     base._instance.cache_clear()
     yield
-    depthwise.COLUMN_MIN_WIDTH_VECTORS = saved
+    depthwise.COLUMN_MIN_WIDTH_VECTORS, depthwise.ROLLING_MIN_WIDTH_VECTORS = saved
     base._instance.cache_clear()
 
 
@@ -141,21 +143,23 @@ def test_column_kernels_on_bands_around_the_filter_height(R, band, last, monkeyp
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_column_policy_keeps_narrow_planes_on_the_plain_kernel(dtype):
     """Under the policy (module fixture undone here) planes narrower than
-    ``COLUMN_MIN_WIDTH_VECTORS`` vectors run the plain kernel, wider ones the column kernel,
-    for forward (output width) and backward-data (input width)."""
+    ``COLUMN_MIN_WIDTH_VECTORS`` vectors (``ROLLING_MIN_WIDTH_VECTORS`` for the filter heights
+    this SIMD level rolls) run the plain kernel, wider ones the column kernel, for forward
+    (output width) and backward-data (input width)."""
     vl = depthwise.kernels.VECTOR_LENGTH[np.dtype(dtype).name]
-    saved = depthwise.COLUMN_MIN_WIDTH_VECTORS
+    saved = depthwise.COLUMN_MIN_WIDTH_VECTORS, depthwise.ROLLING_MIN_WIDTH_VECTORS
     try:
-        depthwise.COLUMN_MIN_WIDTH_VECTORS = 3
+        depthwise.COLUMN_MIN_WIDTH_VECTORS, depthwise.ROLLING_MIN_WIDTH_VECTORS = 3, 1.5
         base._instance.cache_clear()
-        edge = 3 * vl
-        for width, expected in ((edge - 1, False), (edge, True)):
-            geom = cconv.plan_conv2d((1, 8, 16, width), (8, 1, 3, 3), groups=8, padding=1,
-                                     dtype=dtype).geometry  # output width = input width
-            layout = DepthwiseConvolution.for_geometry(geom)._nchw
-            assert layout.columns is expected and layout.columns_bd is expected, width
+        for R in (3, 7):
+            edge = math.ceil((1.5 if R in depthwise.kernels.ROLLING_ROWS else 3) * vl)
+            for width, expected in ((edge - 1, False), (edge, True)):
+                geom = cconv.plan_conv2d((1, 8, 16, width), (8, 1, R, 3), groups=8,
+                                         padding=(R // 2, 1), dtype=dtype).geometry
+                layout = DepthwiseConvolution.for_geometry(geom)._nchw  # OW = W
+                assert layout.columns is expected and layout.columns_bd is expected, (R, width)
     finally:
-        depthwise.COLUMN_MIN_WIDTH_VECTORS = saved
+        depthwise.COLUMN_MIN_WIDTH_VECTORS, depthwise.ROLLING_MIN_WIDTH_VECTORS = saved
         base._instance.cache_clear()
 
 

@@ -17,7 +17,7 @@ in parallel: NumPy's own double-to-integer casts ran at about a tenth of memory 
 
 from cython.parallel cimport prange
 from libc.stdint cimport (INT32_MIN, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t,
-                          uint16_t, uint32_t, uint64_t)
+                          uint16_t, uint32_t)
 
 ctypedef fused source:
     float
@@ -32,20 +32,11 @@ ctypedef fused integer:
     uint32_t
     int64_t
 
-ctypedef fused pixel:
-    int8_t
-    uint8_t
-    int16_t
-    uint16_t
-    int32_t
-    uint32_t
-    int64_t
-    uint64_t
 
 
-def load(const pixel[::1] src, source[::1] dst, int num_threads):
+def load(const integer[::1] src, source[::1] dst, int num_threads):
     """``dst[i] = src[i]`` converted (round to nearest), integers (a bool array as its uint8
-    view) to float32 or float64."""
+    view; not uint64) to float32 or float64."""
     cdef Py_ssize_t i, n = src.shape[0]
     if dst.shape[0] != n:
         raise ValueError(f"dst has {dst.shape[0]} elements for {n}")

@@ -92,6 +92,19 @@ COLUMN_MIN_BAND_ROWS = 8
 # at 56, 0.84 at 56 with 5x5; AVX2 kernels on the same CPU 1.0-1.05 at 14-28 columns (2-3.5
 # vectors), 0.84-0.96 at 56.  So from 3 vectors of output columns on.
 COLUMN_MIN_WIDTH_VECTORS = 3
+# The rolling window (filters of ``kernels.ROLLING_ROWS`` rows) pays from fewer columns:
+# depthwise 3x3 over 384 (576) channels of 8 images, 1 thread, AMD EPYC Zen 5 (AVX-512),
+# medians of 1-second loops, rolling / plain time: 28 columns (1.75 vectors) 0.90 forward,
+# 0.94 backward-data, 0.92 the stride-2 layer's backward-data; 14 columns 1.26-1.28.
+ROLLING_MIN_WIDTH_VECTORS = 1.5
+
+
+def _column_min_width(filter_rows: int, vl: int) -> float:
+    """Output (forward) or input (backward-data) columns from which a plane runs on the
+    column kernel."""
+    vectors = (ROLLING_MIN_WIDTH_VECTORS if filter_rows in kernels.ROLLING_ROWS
+               else COLUMN_MIN_WIDTH_VECTORS)
+    return vectors * vl
 
 
 def _block_shape(out_w: int, vl: int) -> Tuple[int, int]:
@@ -133,7 +146,7 @@ class _NchwLayout:
         # forward / backward-weight: the padded, phase-split input plane
         self.NR, self.NV = _block_shape(g.OW, vl)
         self.columns = (g.stride[0] == 1 and dh == 1 and g.R >= 3
-                        and g.OW >= COLUMN_MIN_WIDTH_VECTORS * vl)
+                        and g.OW >= _column_min_width(g.R, vl))
         self.fwd_NR, self.fwd_NV = column_block if self.columns else (self.NR, self.NV)
         qmax = ((g.S - 1) * dw) // sw
         self.Wq = max(-(-(g.W + pl + pr) // sw),
@@ -149,7 +162,7 @@ class _NchwLayout:
         self.folds = g.padding_mode != "zeros"
         self.out_w = g.W + pl + pr if self.folds else g.W
         self.columns_bd = (dh == 1 and g.R >= 3 and not self.folds
-                           and g.W >= COLUMN_MIN_WIDTH_VECTORS * vl)
+                           and g.W >= _column_min_width(g.R, vl))
         self.NR_bd, self.NV_bd = column_block if self.columns_bd else _block_shape(g.W, vl)
         self.base_h = pt - (g.R - 1) * dh
         self.base_w = (0 if self.folds else pl) - (g.S - 1) * dw
