@@ -80,9 +80,10 @@ MIN_BAND_ROWS = 16
 # and its refilled halo less often, while a strip's rows stay in L1.  5x5 filter, medians of
 # 2-second loops, AMD EPYC Zen 5 (AVX-512), band buffers of 32 KiB -> 128 KiB: a 1024x1024
 # image 0.44 -> 0.38 ms on 1 thread; 64 images of 512x512 10.9 -> 10.2 ms on 1 thread, 5.9
-# -> 5.3 ms on 2; a 4096x4096 image (8-row bands either way) unchanged.  (Zen 4, with the
-# earlier 4-row block kernel, whose blocks re-read their rows: a 1024-wide plane ran 2.8x
-# slower on 2 threads with 128-row bands than with 8.)
+# -> 5.3 ms on 2; a 4096x4096 image (8-row bands either way) unchanged; the AVX2 build's
+# 4-row blocks on the 1024x1024 image 0.42-0.43 -> 0.39-0.40 ms on 2 threads.  (Zen 4, with
+# the 4-row blocks: a 1024-wide plane ran 2.8x slower on 2 threads with 128-row bands than
+# with 8; 128 KiB makes 32 rows of it.)
 COLUMN_BAND_BYTES = 128 * 1024
 COLUMN_MIN_BAND_ROWS = 8
 # Narrow planes keep the plain kernel: the column block spans 4 (AVX-512) or 2 vectors of a
