@@ -12,6 +12,12 @@
 
 Arrays are 4-D and C-contiguous as (B, H, W, L): NCHW data is (N*C, H, W, 1), NHWC data is
 (N, H, W, C), so the innermost loop runs over contiguous channels when there are any.
+
+A job is one row, and the rows are split statically (each thread one contiguous run): a row
+of an NCHW plane is a few dozen elements, so a dynamic schedule's shared counter cost about
+as much as the row.  The reflect-mode data gradient of ResNet-50's 64-channel 3x3 layer (8
+images, 56x56, 2 threads, AMD EPYC Zen 5): 4.45-4.67 -> 3.47-3.81 ms against 2.75-2.88 ms
+with zero padding; ``bench/padding_modes.py``'s geometric mean 1.116 -> 1.074.
 """
 
 from cython.parallel cimport prange
@@ -50,7 +56,7 @@ def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
     if not (0 <= c0 <= c1 <= W) or (c1 > c0 and (c0 + shift < 0 or c1 + shift > src.shape[2])):
         raise ValueError(f"interior columns [{c0}, {c1}) + {shift} do not fit")
     run = (c1 - c0) * L
-    for job in prange(B * H, nogil=True, schedule="dynamic", num_threads=num_threads):
+    for job in prange(B * H, nogil=True, schedule="static", num_threads=num_threads):
         b = job // H
         r = job - b * H
         skip = 0
@@ -98,7 +104,7 @@ def pad_copy(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
     cdef const real *row
     if B == 0 or H == 0 or W == 0 or L == 0:
         return
-    for job in prange(B * H, nogil=True, schedule="dynamic", num_threads=num_threads):
+    for job in prange(B * H, nogil=True, schedule="static", num_threads=num_threads):
         b = job // H
         r = job - b * H
         out = &dst[b, r, 0, 0]
