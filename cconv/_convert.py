@@ -64,7 +64,7 @@ def load_integers(dst: Array, values: Array, num_threads: Optional[int]) -> bool
             or (kind == "u" and size == 8) or not values.dtype.isnative
             or dst.shape != values.shape):
         return False
-    source = values.view(np.uint8) if values.dtype.kind == "b" else values
+    source = values.view(np.uint8) if kind == "b" else values
     pairs = _contiguous_pairs(dst, source)
     if pairs is None:
         return False

@@ -83,3 +83,11 @@ def test_load_declines_what_it_does_not_convert(case):
 def test_load_refuses_mismatched_lengths():
     with pytest.raises(ValueError, match="elements"):
         _convert.load(np.zeros(5, np.int16), np.zeros(4, np.float32), 1)
+
+
+@pytest.mark.parametrize("threads", [0, -1])
+def test_kernels_refuse_thread_counts_below_one(threads):
+    with pytest.raises(ValueError, match="num_threads"):
+        _convert.load(np.zeros(5, np.int16), np.zeros(5, np.float32), threads)
+    with pytest.raises(ValueError, match="num_threads"):
+        _convert.store(np.zeros(5, np.float32), np.zeros(5, np.int16), threads)

@@ -33,6 +33,12 @@ ctypedef fused integer:
     int64_t
 
 
+cdef int _check_threads(int num_threads) except -1:
+    # prange takes any int: a negative count made OpenMP allocate terabytes and abort
+    if num_threads < 1:
+        raise ValueError(f"num_threads must be positive, got {num_threads}")
+    return 0
+
 
 def load(const integer[::1] src, source[::1] dst, int num_threads):
     """``dst[i] = src[i]`` converted (round to nearest), integers (a bool array as its uint8
@@ -40,6 +46,7 @@ def load(const integer[::1] src, source[::1] dst, int num_threads):
     cdef Py_ssize_t i, n = src.shape[0]
     if dst.shape[0] != n:
         raise ValueError(f"dst has {dst.shape[0]} elements for {n}")
+    _check_threads(num_threads)
     with nogil:
         for i in prange(n, num_threads=num_threads, schedule="static"):
             dst[i] = <source>src[i]
@@ -65,6 +72,7 @@ def store(const source[::1] src, integer[::1] dst, int num_threads):
     cdef Py_ssize_t i, n = src.shape[0]
     if dst.shape[0] != n:
         raise ValueError(f"dst has {dst.shape[0]} elements for {n}")
+    _check_threads(num_threads)
     with nogil:
         for i in prange(n, num_threads=num_threads, schedule="dynamic", chunksize=65536):
             if integer is uint32_t or integer is int64_t:

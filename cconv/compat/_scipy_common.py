@@ -189,11 +189,15 @@ def assign(dst: npt.NDArray[Any], src: npt.NDArray[Any], num_threads: Optional[i
     along the first axis long enough to split, on up to ``num_threads`` threads.
 
     NumPy's casts release the GIL, so the blocks convert in parallel; each block's
-    intermediate (``through``) is small.  Results are those of the whole-array assignment.
-    An invalid ``num_threads`` converts on one thread (the core call reports it).
+    intermediate (``through``) is small.  Integer (or bool) sources into float32 / float64
+    go through cconv's own parallel loop instead (``load_integers``), on the OpenMP threads
+    the core call then computes on.  Results are those of the whole-array assignment.  An
+    invalid ``num_threads`` converts on one thread (the core call reports it).
     """
     nthreads = _cc.get_num_threads() if num_threads is None else num_threads
     valid = isinstance(nthreads, int) and not isinstance(nthreads, bool) and nthreads > 1
+    if through is None and load_integers(dst, src, nthreads if valid else 1):
+        return
     axis = next((i for i, n in enumerate(dst.shape) if valid and n >= 2 * nthreads), None)
     if not valid or dst.size < PARALLEL_CAST_ELEMENTS or axis is None:
         dst[...] = src if through is None else src.astype(through)
@@ -331,8 +335,6 @@ def _fill_strip(buf: npt.NDArray[Any], x: npt.NDArray[Any], index: npt.NDArray[n
     lo = min(max(-offset, 0), rows)
     hi = max(min(H - offset, rows), lo)
     if hi > lo:
-        rows_in, rows_out = x[:, :, offset + lo:offset + hi], buf[:, :, lo:hi]
-        if not load_integers(rows_out, rows_in, num_threads):
-            assign(rows_out, rows_in, num_threads)
+        assign(buf[:, :, lo:hi], x[:, :, offset + lo:offset + hi], num_threads)
     for row in (*range(lo), *range(hi, rows)):
         buf[:, :, row] = value if index[row] < 0 else x[:, :, int(index[row])]

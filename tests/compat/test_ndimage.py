@@ -442,6 +442,19 @@ def test_bad_num_threads_is_refused():
         cn.correlate(np.ones((5, 5)), np.ones((3, 3)), num_threads=0)
 
 
+@pytest.mark.parametrize("threads, error", [(0, ValueError), (-1, ValueError),
+                                            (2.5, TypeError), (True, TypeError)])
+@pytest.mark.parametrize("shape", [(1100, 1100), (3, 40, 50)])
+def test_bad_num_threads_on_integer_images_is_refused(threads, error, shape):
+    # Integer images are converted to floats before the core call checks the thread count
+    # (in strips for a large image, whole for a stack): the conversion must not be handed a
+    # bad count (a negative one made OpenMP ask for terabytes and abort the process).
+    image = np.arange(np.prod(shape), dtype=np.uint16).reshape(shape)
+    axes = None if len(shape) == 2 else (1, 2)
+    with pytest.raises(error, match="num_threads"):
+        cn.correlate(image, np.ones((5, 5)), axes=axes, num_threads=threads)
+
+
 # -- the boundary index rules against numpy.pad ------------------------------------------------
 
 @pytest.mark.parametrize("mode,np_mode", [("symmetric", "symmetric"), ("reflect", "reflect"),
