@@ -9,6 +9,13 @@ of the input padded with that mode.  So every algorithm runs every mode unchange
   padded pixel is added to the input pixel it copies (the adjoint of ``pad``).  A constant
   copies nothing, so its fold is a crop.
 
+An algorithm that can write the image's pixels of that gradient straight into the result
+(``Algorithm.backward_data_split``: Winograd's output transform) sends only the padding's
+pixels to a buffer, which :meth:`Boundary.fold_split` then adds onto the pixels they copy:
+the result is written once, and only the padding's pixels are read back.  ResNet-50's
+64-channel 3x3 layer (8 images of 56x56, 2 threads, AMD EPYC Zen 5): reflect / zeros
+1.41 -> 1.24 (``bench/padding_modes.py``).
+
 Transposed convolution is the data gradient of the convolution it transposes, so it folds
 too (and its own gradients pad).  An algorithm that copies its input anyway may build the
 padding there instead (``Algorithm.padding_mode_ops``, from :func:`padded_source`: the
@@ -171,6 +178,31 @@ class Boundary:
             scratch += alpha * (bias if g.layout == "NHWC" else bias[:, None, None])
         if scratch is not target:
             target[...] = scratch
+
+    def fold_split(self, split_gradient: Callable[[Array, Array, Tuple[int, int]], bool],
+                   dx: Array, alpha: float, num_threads: int) -> bool:
+        """The fold for an algorithm that writes the image's pixels of the padded input's
+        gradient straight into the result (``Algorithm.backward_data_split``): only the
+        padding's pixels go through a buffer and are added afterwards, so the result is not
+        written twice.  False (nothing written) where the split does not run: ``dx`` not
+        contiguous in its layout, or the algorithm declines.
+
+        ``split_gradient(ring, dx, origin)`` writes ``dx`` (epilogue included) and the
+        padding's raw gradient into ``ring``, a logical NCHW view of a pooled array of the
+        padded input's shape; ``dx`` a logical NCHW view of the result."""
+        g, k = self.geom, self.geom.kernel_geometry
+        target = dx if g.layout == "NCHW" else dx.transpose(0, 2, 3, 1)  # layout order
+        if not target.flags.c_contiguous:
+            return False
+        with _workspace.scope() as ws:
+            ring = ws.empty(k.N * k.C * k.H * k.W, g.dtype).reshape(k.input_shape())
+            if not split_gradient(ring if g.layout == "NCHW" else ring.transpose(0, 3, 1, 2),
+                                  dx, (self.rows.begin, self.cols.begin)):
+                return False
+            _gather.fold_ring(_layout_blocks(ring, g.layout), _layout_blocks(target, g.layout),
+                              self.rows.source, self.cols.source, self.rows.begin,
+                              self.cols.begin, alpha, num_threads)
+        return True
 
     def fold(self, grad_padded: Array, out: Array, alpha: float, beta: float,
              num_threads: int) -> None:

@@ -167,6 +167,9 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
                     g.N == 0, (dy, w, bias))
 
     def folded(dx: Array, a: float, b: float) -> None:
+        if boundary.fold_split(lambda ring, image, origin: impl.backward_data_split(
+                dyv, wv, image, ring, origin, a, b, nthreads, bias=bias), dx, a, nthreads):
+            return
         boundary.fold_gradient(lambda padded: impl.backward_data(dyv, wv, padded, 1.0, 0.0,
                                                                  nthreads),
                                dx, a, b, bias, nthreads)

@@ -11,6 +11,9 @@ def gather_sum(src: npt.NDArray[Any], dst: npt.NDArray[Any], row_ptr: npt.NDArra
                row_idx: npt.NDArray[np.int64], col_ptr: npt.NDArray[np.int64],
                col_idx: npt.NDArray[np.int64], c0: int, c1: int, shift: int,
                alpha: float, beta: float, num_threads: int) -> None: ...
+def fold_ring(ring: npt.NDArray[Any], dst: npt.NDArray[Any], row_src: npt.NDArray[np.int64],
+              col_src: npt.NDArray[np.int64], top: int, left: int, alpha: float,
+              num_threads: int) -> None: ...
 def pad_copy(src: npt.NDArray[Any], dst: npt.NDArray[Any], row_src: npt.NDArray[np.int64],
              col_src: npt.NDArray[np.int64], left: int, fill: float,
              num_threads: int) -> None: ...

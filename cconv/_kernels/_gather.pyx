@@ -9,6 +9,8 @@
   source pixels (i, j) for i in rows[r], j in cols[c]" with the lists in CSR form.  Writing
   each output element once from its list of sources (a gather) needs no atomics and sums in a
   fixed order, so the fold is deterministic at any thread count.
+- ``fold_ring``: the fold for a gradient whose image pixels are in place already,
+  adding only the padding's pixels.
 
 Arrays are 4-D and C-contiguous as (B, H, W, L): NCHW data is (N*C, H, W, 1), NHWC data is
 (N, H, W, C), so the innermost loop runs over contiguous channels when there are any.
@@ -84,6 +86,53 @@ def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
                     dst[b, r, c, l] = alpha_r * acc
                 else:
                     dst[b, r, c, l] = alpha_r * acc + beta_r * dst[b, r, c, l]
+
+
+def fold_ring(const real[:, :, :, ::1] ring, real[:, :, :, ::1] dst,
+              const int64_t[::1] row_src, const int64_t[::1] col_src, Py_ssize_t top,
+              Py_ssize_t left, double alpha, int num_threads):
+    """``dst[b, row_src[r], col_src[c], :] += alpha * ring[b, r, c, :]`` for every pixel
+    ``(r, c)`` of the padded ``ring`` outside the image's window (rows ``top ..`` and columns
+    ``left ..``, ``dst``'s height and width) whose indices are not -1.
+
+    The fold of a gradient whose image pixels were written into ``dst`` already (the
+    algorithms' ``backward_data_split``): only the padding's pixels are read.  A job is one
+    (b) block, its pixels added in row-major order: deterministic at any thread count.
+    """
+    cdef Py_ssize_t B = ring.shape[0], Hp = ring.shape[1], Wp = ring.shape[2]
+    cdef Py_ssize_t L = ring.shape[3], H = dst.shape[1], W = dst.shape[2]
+    cdef Py_ssize_t b, r, c, l, m, n_cols
+    cdef int64_t sr, sc
+    cdef real a = <real>alpha
+    cdef bint image_row
+    if dst.shape[0] != B or dst.shape[3] != L:
+        raise ValueError("ring and dst differ in blocks or channels")
+    if row_src.shape[0] != Hp or col_src.shape[0] != Wp:
+        raise ValueError("row_src / col_src do not match the ring")
+    if top < 0 or left < 0 or top + H > Hp or left + W > Wp:
+        raise ValueError(f"window {H}x{W} at ({top}, {left}) does not fit the ring {Hp}x{Wp}")
+    for r in range(Hp):
+        if row_src[r] < -1 or row_src[r] >= H:
+            raise ValueError("row_src indexes outside dst")
+    for c in range(Wp):
+        if col_src[c] < -1 or col_src[c] >= W:
+            raise ValueError("col_src indexes outside dst")
+    if B == 0 or L == 0:
+        return
+    for b in prange(B, nogil=True, schedule="static", num_threads=num_threads):
+        for r in range(Hp):
+            sr = row_src[r]
+            if sr < 0:
+                continue
+            image_row = top <= r < top + H
+            n_cols = Wp - W if image_row else Wp
+            for m in range(n_cols):  # every column, or the padding's on the image's rows
+                c = m if (not image_row or m < left) else m + W
+                sc = col_src[c]
+                if sc < 0:
+                    continue
+                for l in range(L):
+                    dst[b, sr, sc, l] = dst[b, sr, sc, l] + a * ring[b, r, c, l]
 
 
 def pad_copy(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, FrozenSet, Optional, Type
+from typing import TYPE_CHECKING, Any, FrozenSet, Optional, Tuple, Type
 
 import numpy.typing as npt
 
@@ -126,6 +126,20 @@ class Algorithm:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx``; ``bias`` (C,)
         serves transposed convolution, whose forward pass this is."""
         raise NotImplementedError
+
+    def backward_data_split(self, dy: Array, w: Array, dx: Array, ring: Array,
+                            origin: Tuple[int, int], alpha: float, beta: float, nthreads: int,
+                            bias: Optional[Array] = None) -> bool:
+        """The data gradient of a padded input, split as a padding mode's fold wants it.
+
+        The input pixels of the window at ``origin`` (top, left) of ``dx``'s height and
+        width get ``dx = alpha * (gradient + bias) + beta * dx``; every other pixel of the
+        (padded) input gets its raw gradient in ``ring`` (the geometry's input shape; its
+        window is left alone).  Returns False, having written nothing, where the algorithm
+        cannot split its output (the default) or falls back for this call; the caller then
+        computes the whole padded gradient and folds it.
+        """
+        return False
 
     def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, R, S) array."""

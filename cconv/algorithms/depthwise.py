@@ -98,6 +98,16 @@ COLUMN_MIN_WIDTH_VECTORS = 3
 # medians of 1-second loops, rolling / plain time: 28 columns (1.75 vectors) 0.90 forward,
 # 0.94 backward-data, 0.92 the stride-2 layer's backward-data; 14 columns 1.26-1.28.
 ROLLING_MIN_WIDTH_VECTORS = 1.5
+# A padding mode's NCHW data gradient: the kernels fold the padding's rows and columns as
+# they go, on the plain kernel (the column kernel does not fold).  With many taps per input
+# pixel (multiplier x R x S) the column kernel is worth more than that fold saves, and the
+# gradient is computed over the padded input and folded afterwards.  Medians of one-off
+# loops, 2 threads, AMD EPYC Zen 5 (AVX-512), reflect / zeros time, folded by the kernel ->
+# afterwards: 1 -> 16 5x5 on 4 images of 512^2 1.55 -> 1.09, 1 -> 4 5x5 2.0 -> 1.4, 1 -> 8
+# 3x3 1.22 -> 1.14, depthwise 5x5 (96 channels, 112^2) 2.1 -> 1.7, 1 -> 2 3x3 1.5 both ways;
+# the kernel's fold stays ahead for depthwise 3x3 (MobileNetV2 dw144: 2.2 vs 2.8 ms) and a
+# multiplier of 2 at 3x3 (2.7 vs 3.0 ms).
+FOLD_AFTER_TAPS = 25
 
 
 def _column_min_width(filter_rows: int, vl: int) -> float:
@@ -386,7 +396,8 @@ class DepthwiseConvolution(Algorithm):
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
         g, lay = self.geom, self._nchw
         finite = bool(np.isfinite(w).all())
-        if g.padding_mode != "zeros" and (self._nhwc(dy, dx) or not finite):
+        if g.padding_mode != "zeros" and (self._nhwc(dy, dx) or not finite
+                                          or self._folds_after()):
             self._fold_padded_gradient(dy, w, dx, alpha, beta, nthreads, bias, finite)
             return
         b = NO_BIAS[g.dtype] if bias is None else bias
@@ -409,11 +420,22 @@ class DepthwiseConvolution(Algorithm):
                        self._scratch(scratch, nthreads), nthreads, folding,
                        column_rows=g.R if lay.columns_bd else 0)
 
+    def _folds_after(self) -> bool:
+        """True when a padding mode's NCHW data gradient is computed over the padded input
+        (on the column kernel) and folded afterwards, not by the kernels (FOLD_AFTER_TAPS)."""
+        g = self.geom
+        if g.Kg * g.R * g.S < FOLD_AFTER_TAPS:
+            return False
+        inner = DepthwiseConvolution.for_geometry(g.kernel_geometry)
+        assert isinstance(inner, DepthwiseConvolution)
+        return bool(inner._nchw.columns_bd)
+
     def _fold_padded_gradient(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
                               nthreads: int, bias: Optional[Array], finite: bool) -> None:
-        """A padding mode's data gradient where the NCHW kernels cannot fold it (NHWC
-        memory, non-finite weights): the padded input's gradient (the depthwise kernels, or
-        the direct algorithm for a non-finite weight) folded by ``cconv._boundary``."""
+        """A padding mode's data gradient where the NCHW kernels do not fold it (NHWC
+        memory, non-finite weights, many taps): the padded input's gradient (the depthwise
+        kernels, or the direct algorithm for a non-finite weight) folded by
+        ``cconv._boundary``."""
         g = self.geom
         _, boundary = self._boundary_in(dx)
         inner = (DepthwiseConvolution if finite else DirectConvolution).for_geometry(
@@ -461,7 +483,9 @@ class DepthwiseConvolution(Algorithm):
         item = g.dtype.itemsize
         nhwc = g.layout == "NHWC" and g.Kg == 1 and g.Cg == 1
         taps = 2 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) list per thread
-        if nhwc and g.padding_mode != "zeros":
+        folds_after = (op == "backward_data" and g.padding_mode != "zeros"
+                       and self._folds_after())
+        if (nhwc or folds_after) and g.padding_mode != "zeros":
             # the NHWC kernels read the input padded beforehand / write the padded gradient
             k = g.kernel_geometry
             return (k.N * k.C * k.H * k.W * item

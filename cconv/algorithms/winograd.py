@@ -79,10 +79,12 @@ def transform_filter(problem: TileProblem, w: Array, nthreads: int, U: Array) ->
 
 def run_forward(problem: TileProblem, x: Array, w: Array, bias: Optional[Array], y: Array,
                 alpha: float, beta: float, nthreads: int, U: Optional[Array] = None,
-                maps: Tuple[Any, ...] = ()) -> bool:
+                maps: Tuple[Any, ...] = (), ring: Optional[Array] = None,
+                origin: Tuple[int, int] = (0, 0)) -> bool:
     """Compute ``problem`` into ``y`` and return True, or return False (``y`` untouched)
     when an operand holds a NaN or an infinity.  ``U``: the filter already transformed;
-    ``maps``: a padding mode (:func:`pack_input`)."""
+    ``maps``: a padding mode (:func:`pack_input`); ``ring``: the whole output's buffer, ``y``
+    then only the window at ``origin`` (the kernel's ``forward``)."""
     p = problem
     with _workspace.scope() as ws:
         packed = pack_input(p, x, nthreads, ws, maps)
@@ -96,7 +98,7 @@ def run_forward(problem: TileProblem, x: Array, w: Array, bias: Optional[Array],
         run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
         run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
             p.kchunk, scratch, y, NO_BIAS[p.dtype] if bias is None else bias, alpha, beta,
-            nthreads)
+            nthreads, ring, *origin)
     return True
 
 
@@ -184,6 +186,17 @@ class WinogradConvolution(Algorithm):
         if not run_forward(self._bwd, dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta,
                            nthreads):
             self._direct().backward_data(dy, w, dx, alpha, beta, nthreads, bias=bias)
+
+    def backward_data_split(self, dy: Array, w: Array, dx: Array, ring: Array,
+                            origin: Tuple[int, int], alpha: float, beta: float, nthreads: int,
+                            bias: Optional[Array] = None) -> bool:
+        """The padded input's gradient with the window at ``origin`` written into ``dx``
+        (epilogue applied) and the rest raw into ``ring``, by the output transform itself
+        (see ``Algorithm.backward_data_split``); False for a non-finite operand."""
+        g = self.geom
+        wr = w.reshape(g.groups, g.Kg, g.Cg, 3, 3)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+        return run_forward(self._bwd, dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta,
+                           nthreads, ring=ring, origin=origin)
 
     def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
