@@ -179,7 +179,8 @@ def test_winograd_kernel_refuses_a_window_outside_the_ring():
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("k, r, pad", [(16, 5, 2), (4, 5, (1, 3)), (8, 3, 1), (1, 5, 2)])
+@pytest.mark.parametrize("k, r, pad", [(16, 5, 2), (32, 7, (1, 3)), (4, 5, (1, 3)), (8, 3, 1),
+                                        (1, 5, 2)])
 def test_many_tap_filter_banks_fold_after_the_column_kernel(mode, k, r, pad):
     """1 -> k filter banks: the padded gradient on the column kernel, folded afterwards
     (from FOLD_AFTER_TAPS taps per pixel) or by the kernel (fewer)."""
@@ -196,3 +197,37 @@ def test_many_tap_filter_banks_fold_after_the_column_kernel(mode, k, r, pad):
         dx = cconv.conv2d_backward_data(gy.astype(dtype), w.astype(dtype), x_shape,
                                         padding=pads, padding_mode=mode, algo="depthwise")
         assert_close(dx, _reference(gy, w, x_shape, pads, mode), dtype)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("mult, stride, pads, width", [
+    (1, 1, ((1, 1), (1, 1)), 56),
+    (1, 2, ((1, 1), (1, 1)), 57),
+    (2, 1, ((2, 0), (1, 2)), 61),
+    (1, 1, ((1, 2), (2, 1)), 33),
+    (1, 2, ((0, 2), (2, 0)), 50),
+])
+def test_depthwise_fold_on_the_column_kernel(mode, mult, stride, pads, width):
+    """Depthwise 3x3 (multiplier 1 or 2) with a padding mode: the image's columns on the
+    column kernel, the padding's pixels on the plain kernel's taps, folded by the kernel."""
+    rng = np.random.default_rng(12)
+    c = 6
+    x_shape = (2, c, 13, width)
+    w = rng.standard_normal((c * mult, 1, 3, 3))
+    value = dict(padding_value=0.5) if mode == "constant" else {}
+    kw = dict(stride=stride, padding=pads, groups=c, padding_mode=mode, algo="depthwise",
+              **value)
+    gy = rng.standard_normal(cconv.plan_conv2d(x_shape, w.shape, **kw).output_shape)
+    hp, wp = 13 + sum(pads[0]), width + sum(pads[1])
+    dxp = ref_backward_data(gy, w, (2, c, hp, wp), stride=(stride, stride), groups=c)
+    for dtype in (np.float32, np.float64):
+        impl = DepthwiseConvolution.for_geometry(
+            cconv.plan_conv2d(x_shape, w.shape, dtype=dtype, **kw).geometry)
+        assert not impl._folds_after()
+        assert impl._nchw.folds and (impl._nchw.columns_bd or width < 48)
+        start = rng.standard_normal(x_shape).astype(dtype)
+        out = start.copy()
+        cconv.conv2d_backward_data(gy.astype(dtype), w.astype(dtype), x_shape, out=out,
+                                   alpha=1.5, beta=0.25, **kw)
+        want = 1.5 * fold_reference(dxp, (13, width), pads, mode) + 0.25 * start
+        assert_close(out, want, dtype)

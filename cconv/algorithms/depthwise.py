@@ -21,8 +21,10 @@ activations in place instead, in the layout they come in:
 Padding modes (reflect, symmetric, replicate, circular, constant) on NCHW, every pass
 (``padding_mode_ops``): forward and the weight gradient build them in the band buffer from
 per-axis index maps, so the input is never copied whole; the data gradient computes bands of
-the padded input's gradient and folds them as it stores them (the padding's columns onto
-the columns they copy, then, once every band is stored, the padding's rows onto their rows).
+the padded input's gradient and folds them as it stores them (the image's columns stored
+directly, on the column kernel where it applies, the padding's columns added onto the
+columns they copy, then, once every band is stored, the padding's rows onto their rows;
+filter banks of FOLD_AFTER_TAPS taps and more fold afterwards instead).
 The NHWC kernels, which materialise no padding, run the zero-padding problem of the input
 padded beforehand (data gradient: folded after, ``cconv._boundary``).
 
@@ -98,16 +100,16 @@ COLUMN_MIN_WIDTH_VECTORS = 3
 # medians of 1-second loops, rolling / plain time: 28 columns (1.75 vectors) 0.90 forward,
 # 0.94 backward-data, 0.92 the stride-2 layer's backward-data; 14 columns 1.26-1.28.
 ROLLING_MIN_WIDTH_VECTORS = 1.5
-# A padding mode's NCHW data gradient: the kernels fold the padding's rows and columns as
-# they go, on the plain kernel (the column kernel does not fold).  With many taps per input
-# pixel (multiplier x R x S) the column kernel is worth more than that fold saves, and the
-# gradient is computed over the padded input and folded afterwards.  Medians of one-off
-# loops, 2 threads, AMD EPYC Zen 5 (AVX-512), reflect / zeros time, folded by the kernel ->
-# afterwards: 1 -> 16 5x5 on 4 images of 512^2 1.55 -> 1.09, 1 -> 4 5x5 2.0 -> 1.4, 1 -> 8
-# 3x3 1.22 -> 1.14, depthwise 5x5 (96 channels, 112^2) 2.1 -> 1.7, 1 -> 2 3x3 1.5 both ways;
-# the kernel's fold stays ahead for depthwise 3x3 (MobileNetV2 dw144: 2.2 vs 2.8 ms) and a
-# multiplier of 2 at 3x3 (2.7 vs 3.0 ms).
-FOLD_AFTER_TAPS = 25
+# A padding mode's NCHW data gradient: the kernels store the image's columns (on the column
+# kernel where it applies) and add the padding's pixels, a few dot products per row, onto
+# the pixels they copy.  Those dot products take multiplier x R x S taps each; from
+# FOLD_AFTER_TAPS taps the gradient is instead computed over the whole padded input and
+# folded afterwards (a pass over memory instead).  Medians of one-off loops, 2 threads, AMD
+# EPYC Zen 5 (AVX-512), ms, folded by the kernel / afterwards (zero padding): 1 -> 32 5x5 on
+# 8 images of 256^2 7.3-7.4 / 6.4-6.5 (5.5-5.6); 1 -> 16 5x5 on 4 images of 512^2 6.3 /
+# 6.0-6.1 (5.2-6.0); 1 -> 16 3x3 3.8-4.1 / 3.9-4.2 (3.5-3.8); 1 -> 4 5x5 1.0-1.2 / 1.3-1.6;
+# depthwise 3x3 (MobileNetV2 dw144) 2.1-2.2 / 3.9.
+FOLD_AFTER_TAPS = 200
 
 
 def _column_min_width(filter_rows: int, vl: int) -> float:
@@ -170,15 +172,22 @@ class _NchwLayout:
         # for a padding mode, over the padded width (the kernel folds the padding's columns)
         # (the kernel stores the image's columns from column ``pl`` of the band buffer and
         # computes the padding's rows over the padded width)
+        # (with the column kernel, the padding's pixels take the plain kernel's taps and
+        # blocks over the padded width: ``fold_NR`` x ``fold_NV``)
         self.folds = g.padding_mode != "zeros"
         self.out_w = g.W + pl + pr if self.folds else g.W
-        self.columns_bd = (dh == 1 and g.R >= 3 and not self.folds
-                           and g.W >= _column_min_width(g.R, vl))
+        self.columns_bd = (dh == 1 and g.R >= 3 and g.W >= _column_min_width(g.R, vl))
         self.NR_bd, self.NV_bd = column_block if self.columns_bd else _block_shape(g.W, vl)
+        self.fold_NR, self.fold_NV = self.NR_bd, self.NV_bd
+        if self.columns_bd:
+            self.fold_NR, self.fold_NV = _block_shape(self.out_w, vl)
+            if self.fold_NR > self.NR_bd:  # whole blocks of the bands' rows
+                self.fold_NR, self.fold_NV = self.NR_bd, 4 // self.NR_bd
         self.base_h = pt - (g.R - 1) * dh
         self.base_w = (0 if self.folds else pl) - (g.S - 1) * dw
         block = self.NV_bd * vl
-        self.Wb = (max(_round_up(self.out_w, block), _round_up(g.W, block) + pl) if self.folds
+        self.Wb = (max(_round_up(self.out_w, block), _round_up(g.W, block) + pl,
+                       _round_up(self.out_w, self.fold_NV * vl)) if self.folds
                    else _round_up(g.W, block)) + (g.S - 1) * dw
 
     def _input_rows(self, band: int, nr: int) -> int:
@@ -254,15 +263,28 @@ class _NchwLayout:
                            indexing="ij")
         m = np.arange(g.Kg)[:, None]
         taps = (m * plane + ((r * dh) * self.Wb + s * dw).ravel()[None, :]).ravel()
-        folding = self.NR_bd * self.out_w if self.folds else 0  # a block of padded rows
+        folding = self.fold_NR * self.out_w if self.folds else 0  # a block of padded rows
         return band, rows, taps.astype(np.int64), g.Kg * plane + folding
 
-    def flipped(self, w: Array) -> Array:
+    def fold_taps(self, nthreads: int) -> Taps:
+        """The plain kernel's taps (Kg*R*S) into the bands of :meth:`backward_data_band`:
+        the padding's pixels of a padding mode when the image's run the column kernel."""
+        g = self.geom
+        dh, dw = g.dilation
+        rows = self.backward_data_band(nthreads)[1]
+        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
+        m = np.arange(g.Kg)[:, None]
+        taps = (m * rows * self.Wb + ((r * dh) * self.Wb + s * dw).ravel()[None, :]).ravel()
+        return taps.astype(np.int64)
+
+    def flipped(self, w: Array, columns: Optional[bool] = None) -> Array:
         """(C, Kg*R*S): each input channel's filters (one per output channel of its group)
-        rotated by 180 degrees; (C, Kg*S*R), column by column, for the column kernel."""
+        rotated by 180 degrees; (C, Kg*S*R), column by column, for the column kernel
+        (``columns``, default ``columns_bd``)."""
         g = self.geom
         per_group = w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S)[..., ::-1, ::-1]
-        order = (0, 2, 1, 4, 3) if self.columns_bd else (0, 2, 1, 3, 4)
+        columns = self.columns_bd if columns is None else columns
+        order = (0, 2, 1, 4, 3) if columns else (0, 2, 1, 3, 4)
         return np.ascontiguousarray(per_group.transpose(order)).reshape(g.C, g.Kg * g.R * g.S)
 
     def forward_weight(self, w: Array) -> Array:
@@ -346,19 +368,19 @@ class DepthwiseConvolution(Algorithm):
     def _run_nchw(self, run: Callable[..., None], src: Array, w: Array, dst: Array, bias: Array,
                   alpha: float, beta: float, tap_off: Taps, layout: Tuple[Any, ...],
                   scratch: Array, nthreads: int, extra: Tuple[Any, ...] = (),
-                  column_rows: int = 0) -> None:
+                  column_rows: int = 0, **options: Any) -> None:
         """An NCHW kernel from a contiguous copy of ``src`` (when it is not one) into ``dst``,
         or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy);
         ``extra``: the kernel's trailing arguments; ``column_rows``: the filter's rows for
-        the column kernel, 0 for the plain one."""
+        the column kernel, 0 for the plain one; ``options``: the kernel's further keywords."""
         src = np.ascontiguousarray(src)
         if dst.flags.c_contiguous:
             run(src, w, dst, bias, tap_off, *layout, alpha, beta, scratch, nthreads, *extra,
-                column_rows=column_rows)
+                column_rows=column_rows, **options)
             return
         tmp = np.empty(dst.shape, self.geom.dtype)
         run(src, w, tmp, bias, tap_off, *layout, 1.0, 0.0, scratch, nthreads, *extra,
-            column_rows=column_rows)
+            column_rows=column_rows, **options)
         dst[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * dst
 
     # -- passes ----------------------------------------------------------------------------
@@ -413,12 +435,19 @@ class DepthwiseConvolution(Algorithm):
                                                             bias=bias)
             return
         band, rows, taps, scratch = lay.backward_data_band(nthreads)
-        folding = (*self._padding[:2], g.pads[0][0], g.pads[1][0]) if lay.folds else ()
+        folding: Tuple[Any, ...] = ()
+        if lay.folds:
+            folding = (*self._padding[:2], g.pads[0][0], g.pads[1][0])
+        plain: Dict[str, Any] = {}
+        if lay.folds and lay.columns_bd:  # the padding's pixels on the plain kernel
+            plain = dict(fold_taps=lay.fold_taps(nthreads),
+                         fold_weights=lay.flipped(w, columns=False), fold_NR=lay.fold_NR,
+                         fold_NV=lay.fold_NV)
         self._run_nchw(kernels.backward_data_nchw, dy, lay.flipped(w), dx, b, alpha, beta,
                        taps, (g.groups, g.stride[0], g.stride[1], lay.base_h, lay.base_w, rows,
                               lay.Wb, lay.NR_bd, lay.NV_bd, band),
                        self._scratch(scratch, nthreads), nthreads, folding,
-                       column_rows=g.R if lay.columns_bd else 0)
+                       column_rows=g.R if lay.columns_bd else 0, **plain)
 
     def _folds_after(self) -> bool:
         """True when a padding mode's NCHW data gradient is computed over the padded input
