@@ -116,19 +116,24 @@ FEW_CHANNEL_MEASUREMENTS = (
     ("4x2x512x512 -> 2, 3x3", 5.12, 2.77, 8.93),
 )
 
-# The weight gradient with 2-4 input channels per group, re-measured on an idle machine
-# (AMD EPYC Zen 4, AVX-512, float32, NCHW, median of 7 interleaved calls): depthwise / direct
-# times at 1 and 2 threads.  Many output channels fill the direct kernel's column vectors
-# and it wins; a few leave them empty and the few-channel kernels win.  The rule switches at
-# FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS output channels per group (between the 4 and 32
-# measured).  Columns: layer, 1 thread, 2 threads.
+# The weight gradient with 2-4 input channels per group: depthwise / direct times at 1 and 2
+# threads, AMD EPYC Zen 5 (AVX-512), float32, NCHW, medians of 1-second loops, after the
+# few-channel kernels fill a group's input band once for all its output channels and walk
+# L2-sized bands.  The direct kernel wins once a group's outputs x taps are many (its column
+# vectors fill); the rule switches at FEW_CHANNEL_DIRECT_WEIGHT_TAPS (Kg x R x S, between
+# the 1152 and 1600 measured).  Columns: layer, 1 thread, 2 threads.  (Zen 4, before those
+# changes, the 3 -> 32 and 3 -> 64 layers had measured 1.3-1.5x, and the rule switched at
+# 16 outputs.)
 FEW_CHANNEL_WEIGHT_MEASUREMENTS = (
-    ("8x3x256x256 -> 32, 3x3", 1.47, 1.40),
-    ("16x3x112x112 -> 64, 3x3 (a C3D stem depth tap)", 1.43, 1.30),
-    ("1x4x1024x1024 -> 4, 5x5", 0.43, 0.69),
-    ("4x2x512x512 -> 2, 3x3", 0.22, 0.45),
+    ("8x3x256x256 -> 32, 3x3 (the suite's rgb layer)", 0.81, 0.75),
+    ("16x3x112x112 -> 64, 3x3 (a C3D stem depth tap)", 0.83, 0.70),
+    ("8x3x112x112 -> 64, 3x3", 0.83, 0.59),
+    ("8x4x128x128 -> 128, 3x3", 0.88, 0.82),
+    ("8x2x256x256 -> 16, 3x3", 0.57, 0.55),
+    ("1x4x1024x1024 -> 4, 5x5", 0.21, 0.19),
+    ("8x3x128x128 -> 64, 5x5", 1.29, 1.08),
 )
-FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS = 16
+FEW_CHANNEL_DIRECT_WEIGHT_TAPS = 1400
 
 # The data gradient with 2-4 input channels per group at stride 1: depthwise-kernel / GEMM
 # times (> 1: GEMM faster), AMD EPYC Zen 5 (AVX-512), float32, NCHW, median of 10 calls in a
@@ -231,9 +236,10 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     0.83x, which a later run put at 1.3-1.4x (:data:`DEPTHWISE_MEASUREMENTS`).  With two to
     four input channels per group, at stride 1 only: 1.3-8.9x there, while ResNet-50's
     stride-2 7x7 stem measured 0.43-1.1x (:data:`FEW_CHANNEL_MEASUREMENTS`); and for the
-    weight gradient only with fewer than :data:`FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS` output
-    channels per group: with 32-64 the direct kernel measured 1.3-1.5x faster
-    (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`); and for the data gradient only with fewer than
+    weight gradient only below :data:`FEW_CHANNEL_DIRECT_WEIGHT_TAPS` output channels times
+    taps per group: with 64 outputs of 5x5 the direct kernel measured 1.1-1.3x faster, with
+    up to 128 of 3x3 the few-channel kernels 1.1-1.8x (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`);
+    and for the data gradient only with fewer than
     :data:`FEW_CHANNEL_GEMM_GRAD_OUTPUTS` output channels per group or more than
     :data:`FEW_CHANNEL_GEMM_GRAD_TAPS` taps: GEMM measured 1.3-2.1x the few-channel
     kernels on an RGB 3x3 layer with 32-64 outputs (:data:`FEW_CHANNEL_GRAD_MEASUREMENTS`).
@@ -251,7 +257,7 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     if runs_on_rows(geom, op) and max(geom.Cg, geom.Kg) >= ROW_MIN_CHANNELS:
         return "direct"  # ROW_KERNEL_MEASUREMENTS
     few_channel_weight = (op == "backward_weight" and geom.Cg > 1
-                          and geom.Kg >= FEW_CHANNEL_DIRECT_WEIGHT_OUTPUTS)
+                          and geom.Kg * geom.R * geom.S >= FEW_CHANNEL_DIRECT_WEIGHT_TAPS)
     few_channel_grad = (op == "backward_data" and 1 < geom.Cg <= 4
                         and geom.Kg >= FEW_CHANNEL_GEMM_GRAD_OUTPUTS
                         and geom.R * geom.S <= FEW_CHANNEL_GEMM_GRAD_TAPS

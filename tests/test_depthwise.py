@@ -229,10 +229,13 @@ def test_auto_uses_the_depthwise_kernels_where_they_measured_faster():
     for geom in (stem, dense):
         assert cconv._dispatch.heuristic(geom, "forward") != "depthwise"
     # _dispatch.FEW_CHANNEL_WEIGHT_MEASUREMENTS: a few-channel weight gradient with many
-    # output channels runs on the direct kernel
-    bank = make_geometry((2, 3, 32, 32), (32, 3, 3, 3), padding=1)
+    # output channels times taps runs on the direct kernel, with fewer on the few-channel ones
+    taps = cconv._dispatch.FEW_CHANNEL_DIRECT_WEIGHT_TAPS
+    bank = make_geometry((2, 3, 32, 32), (-(-taps // 25), 3, 5, 5), padding=2)
     assert cconv._dispatch.heuristic(bank, "backward_weight") == "direct"
     assert cconv._dispatch.heuristic(bank, "forward") == "depthwise"
+    rgb32 = make_geometry((2, 3, 32, 32), ((taps - 1) // 9, 3, 3, 3), padding=1)
+    assert cconv._dispatch.heuristic(rgb32, "backward_weight") == "depthwise"
 
 
 @settings(max_examples=40, deadline=None)

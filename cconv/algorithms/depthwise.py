@@ -110,6 +110,10 @@ ROLLING_MIN_WIDTH_VECTORS = 1.5
 # 6.0-6.1 (5.2-6.0); 1 -> 16 3x3 3.8-4.1 / 3.9-4.2 (3.5-3.8); 1 -> 4 5x5 1.0-1.2 / 1.3-1.6;
 # depthwise 3x3 (MobileNetV2 dw144) 2.1-2.2 / 3.9.
 FOLD_AFTER_TAPS = 200
+# NCHW backward-weight: a pass copies a band of the group's input rows and of one output
+# channel's gradient rows, and every output channel of the thread's run sums the input band
+# while it is in L2 (whole 256^2 planes of a 3-channel image were a megabyte).
+WEIGHT_BAND_BYTES = 256 * 1024
 
 
 def _column_min_width(filter_rows: int, vl: int) -> float:
@@ -164,10 +168,15 @@ class _NchwLayout:
         qmax = ((g.S - 1) * dw) // sw
         self.Wq = max(-(-(g.W + pl + pr) // sw),
                       _round_up(g.OW, max(self.NV, self.fwd_NV) * vl) + qmax)
-        self.rows = self._input_rows(g.OH, self.NR)
-        self.tap_off = self._input_taps(self.rows)
+        # backward-weight: bands of output rows whose input rows (the group's channels)
+        # and gradient rows fit in WEIGHT_BAND_BYTES; ``rows`` / ``tap_off`` lay out a band
         self.Dq = _round_up(g.OW, vl)
-        self.weight_scratch = sw * self.rows * self.Wq + g.OH * self.Dq
+        per_row = (g.Cg * sw * g.stride[0] * self.Wq + self.Dq) * g.dtype.itemsize
+        band = max(1, WEIGHT_BAND_BYTES // per_row)
+        self.weight_band = g.OH if band >= g.OH else band
+        self.rows = self._input_rows(self.weight_band, 1)
+        self.tap_off = self._input_taps(self.rows)
+        self.weight_scratch = g.Cg * sw * self.rows * self.Wq + self.weight_band * self.Dq
         # backward-data: the spread-out gradient planes, correlated with the flipped filter;
         # for a padding mode, over the padded width (the kernel folds the padding's columns)
         # (the kernel stores the image's columns from column ``pl`` of the band buffer and
@@ -503,7 +512,8 @@ class DepthwiseConvolution(Algorithm):
         kernels.backward_weight_nchw(np.ascontiguousarray(dy), np.ascontiguousarray(x), grad,
                                      lay.tap_off, g.groups, g.stride[0], g.stride[1],
                                      *self._padding, lay.rows, lay.Wq, lay.Dq,
-                                     self._scratch(lay.weight_scratch, nthreads), nthreads)
+                                     self._scratch(lay.weight_scratch, nthreads), nthreads,
+                                     lay.weight_band)
         return grad.astype(g.dtype).reshape(g.K, g.Cg, g.R, g.S)
 
     def workspace_bytes(self, op: str, nthreads: int) -> int:
