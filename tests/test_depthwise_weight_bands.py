@@ -5,6 +5,8 @@ run, and a plane taller than ``WEIGHT_BAND_BYTES`` allows is walked in several b
 budgets force bands of one, two or three rows here, on shapes whose bands end mid-plane,
 with strides, dilation, padding modes and 1-4 input channels per group; each result is
 checked against the float64 reference and must be the same bits at any thread count.
+One-channel groups with at most 12 taps read the gradient rows in place (a row narrower
+than a vector is copied), with a masked last vector when a row is not whole vectors.
 """
 
 import numpy as np
@@ -24,6 +26,12 @@ CASES = [
     ((1, 6, 15, 33), (6, 1, 5, 3), 6, 1, 2, ((4, 3), (2, 2)), "circular"),
     ((2, 2, 21, 18), (12, 1, 3, 5), 2, (2, 1), 1, ((0, 2), (2, 2)), "replicate"),
     ((3, 1, 13, 40), (5, 1, 7, 7), 1, 1, 1, ((3, 3), (3, 3)), "symmetric"),
+    # one pass of at most 12 taps over one input channel reads the gradient in place:
+    # whole vectors, then the vector ending at the row's end (37, 35 columns), or none (32)
+    ((2, 5, 9, 37), (5, 1, 3, 3), 5, 1, 1, ((1, 1), (1, 1)), "zeros"),
+    ((1, 4, 7, 32), (8, 1, 3, 3), 4, 1, 1, ((1, 1), (1, 1)), "reflect"),
+    ((2, 3, 11, 70), (3, 1, 3, 3), 3, 2, 1, ((1, 1), (1, 1)), "zeros"),
+    ((2, 2, 10, 41), (2, 1, 1, 11), 2, 1, 1, ((0, 0), (5, 5)), "circular"),
 ]
 
 
