@@ -387,3 +387,29 @@ def test_nchw_weight_gradient_in_tap_passes_on_any_thread_count(R, S, groups, cg
         assert_close(got[0], expected, dtype, what="backward_weight")
         for other in got[1:]:
             assert np.array_equal(got[0], other)
+
+
+@pytest.mark.parametrize("stride, dilation, pads", [
+    (1, 1, ((1, 1), (1, 1))), (2, 1, ((1, 0), (0, 1))), (1, 2, ((2, 1), (3, 2))),
+    ((1, 2), (2, 1), ((0, 2), (1, 1)))])
+@pytest.mark.parametrize("channels", [83, 144, 5])
+def test_nhwc_forward_rows_in_pixel_pairs(stride, dilation, pads, channels):
+    """The NHWC forward's interior pixels go two at a time through the 3-D kernel's row
+    (a one-deep volume): whole 4-vector channel blocks, single vectors and a scalar tail,
+    with edges, strides, dilation, bias and alpha / beta, against the reference."""
+    rng = np.random.default_rng(channels)
+    x = rng.standard_normal((2, channels, 9, 23))
+    w = rng.standard_normal((channels, 1, 3, 3))
+    b = rng.standard_normal(channels)
+    st = stride if isinstance(stride, tuple) else (stride, stride)
+    dl = dilation if isinstance(dilation, tuple) else (dilation, dilation)
+    want = ref_conv2d(np.pad(x, ((0, 0), (0, 0)) + pads), w, stride=st, dilation=dl,
+                      groups=channels) + b[:, None, None]
+    for dtype in (np.float32, np.float64):
+        xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).astype(dtype)
+        start = rng.standard_normal(want.transpose(0, 2, 3, 1).shape).astype(dtype)
+        out = start.copy()
+        cconv.conv2d(xh, w.astype(dtype), b.astype(dtype), stride=stride, padding=pads,
+                     dilation=dilation, groups=channels, layout="NHWC", algo="depthwise",
+                     out=out, alpha=0.5, beta=2.0)
+        assert_close(out, 0.5 * want.transpose(0, 2, 3, 1) + 2.0 * start, dtype)

@@ -349,8 +349,9 @@ class DepthwiseConvolution(Algorithm):
         return np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
 
     def _tap_lists(self, nthreads: int) -> Taps:
-        """Per-thread lists of (tap, pixel) pairs for the NHWC kernels."""
-        return np.empty((nthreads, 2 * self.geom.R * self.geom.S), np.int64)
+        """Per-thread lists of (tap, pixel) pairs for the NHWC kernels (a row's shared list
+        and a pixel's own, for taps and for pixels)."""
+        return np.empty((nthreads, 4 * self.geom.R * self.geom.S), np.int64)
 
     def _boundary_in(self, array: Array) -> Tuple[str, _boundary.Boundary]:
         """(the memory layout of ``array``, NHWC or else NCHW, and this geometry's padding
@@ -521,7 +522,7 @@ class DepthwiseConvolution(Algorithm):
         g, lay = self.geom, self._nchw
         item = g.dtype.itemsize
         nhwc = g.layout == "NHWC" and g.Kg == 1 and g.Cg == 1
-        taps = 2 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) list per thread
+        taps = 4 * g.R * g.S * 8  # the NHWC kernels' (tap, pixel) lists per thread
         folds_after = (op == "backward_data" and g.padding_mode != "zeros"
                        and self._folds_after())
         if (nhwc or folds_after) and g.padding_mode != "zeros":
