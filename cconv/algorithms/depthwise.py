@@ -160,6 +160,7 @@ class _NchwLayout:
         (pt, pb), (pl, pr) = g.pads
         self.geom, self.vl = g, vl
         self._bands: Dict[Tuple[str, int], Tuple[int, int, Taps, int]] = {}
+        self._fold_taps: Dict[int, Taps] = {}
         # forward / backward-weight: the padded, phase-split input plane
         self.NR, self.NV = _block_shape(g.OW, vl)
         self.columns = (g.stride[0] == 1 and dh == 1 and g.R >= 3
@@ -267,24 +268,29 @@ class _NchwLayout:
         band = self.band(g.N * g.C, g.H, self.NR_bd, nthreads, g.Kg * self.Wb * g.dtype.itemsize,
                          self.columns_bd)
         rows = _round_up(band, self.NR_bd) + (g.R - 1) * dh
-        plane = rows * self.Wb
-        r, s = np.meshgrid(np.arange(1 if self.columns_bd else g.R), np.arange(g.S),
-                           indexing="ij")
-        m = np.arange(g.Kg)[:, None]
-        taps = (m * plane + ((r * dh) * self.Wb + s * dw).ravel()[None, :]).ravel()
+        taps = self._gradient_taps(1 if self.columns_bd else g.R, rows)
         folding = self.fold_NR * self.out_w if self.folds else 0  # a block of padded rows
-        return band, rows, taps.astype(np.int64), g.Kg * plane + folding
+        return band, rows, taps, g.Kg * rows * self.Wb + folding
 
-    def fold_taps(self, nthreads: int) -> Taps:
-        """The plain kernel's taps (Kg*R*S) into the bands of :meth:`backward_data_band`:
-        the padding's pixels of a padding mode when the image's run the column kernel."""
+    def _gradient_taps(self, filter_rows: int, rows: int) -> Taps:
+        """Offsets of the taps in the first ``filter_rows`` rows of the filter into the
+        band buffers of ``rows`` rows (one per output channel of the group), Kg*rows*S."""
         g = self.geom
         dh, dw = g.dilation
-        rows = self.backward_data_band(nthreads)[1]
-        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
+        r, s = np.meshgrid(np.arange(filter_rows), np.arange(g.S), indexing="ij")
         m = np.arange(g.Kg)[:, None]
         taps = (m * rows * self.Wb + ((r * dh) * self.Wb + s * dw).ravel()[None, :]).ravel()
         return taps.astype(np.int64)
+
+    def fold_taps(self, nthreads: int) -> Taps:
+        """The plain kernel's taps (Kg*R*S) into the bands of :meth:`backward_data_band`:
+        the padding's pixels of a padding mode when the image's run the column kernel
+        (computed once per thread count, like the bands)."""
+        if nthreads not in self._fold_taps:
+            taps = self._gradient_taps(self.geom.R, self.backward_data_band(nthreads)[1])
+            taps.setflags(write=False)
+            self._fold_taps[nthreads] = taps
+        return self._fold_taps[nthreads]
 
     def flipped(self, w: Array, columns: Optional[bool] = None) -> Array:
         """(C, Kg*R*S): each input channel's filters (one per output channel of its group)

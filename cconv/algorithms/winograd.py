@@ -180,12 +180,15 @@ class WinogradConvolution(Algorithm):
     def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
                       nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
-        g = self.geom
-        # Rotate 180 degrees and swap channel roles per group: (G, Kg, Cg) -> (G, Cg, Kg).
-        wr = w.reshape(g.groups, g.Kg, g.Cg, 3, 3)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
-        if not run_forward(self._bwd, dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta,
-                           nthreads):
+        if not run_forward(self._bwd, dy, self._rotated(w), bias, dx, alpha, beta, nthreads):
             self._direct().backward_data(dy, w, dx, alpha, beta, nthreads, bias=bias)
+
+    def _rotated(self, w: Array) -> Array:
+        """The data gradient's forward filter: ``w`` rotated 180 degrees, channel roles
+        swapped per group ((G, Kg, Cg) -> (G, Cg, Kg)), as (C, Kg, 3, 3)."""
+        g = self.geom
+        wr = w.reshape(g.groups, g.Kg, g.Cg, 3, 3)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+        return wr.reshape(g.C, g.Kg, 3, 3)
 
     def backward_data_split(self, dy: Array, w: Array, dx: Array, ring: Array,
                             origin: Tuple[int, int], alpha: float, beta: float, nthreads: int,
@@ -193,9 +196,7 @@ class WinogradConvolution(Algorithm):
         """The padded input's gradient with the window at ``origin`` written into ``dx``
         (epilogue applied) and the rest raw into ``ring``, by the output transform itself
         (see ``Algorithm.backward_data_split``); False for a non-finite operand."""
-        g = self.geom
-        wr = w.reshape(g.groups, g.Kg, g.Cg, 3, 3)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
-        return run_forward(self._bwd, dy, wr.reshape(g.C, g.Kg, 3, 3), bias, dx, alpha, beta,
+        return run_forward(self._bwd, dy, self._rotated(w), bias, dx, alpha, beta,
                            nthreads, ring=ring, origin=origin)
 
     def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
