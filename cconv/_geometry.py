@@ -129,6 +129,10 @@ class ConvGeometry:
 
     def output_shape(self) -> Shape4:
         """The forward output's shape in ``layout`` order."""
+        return self._output_shape
+
+    @functools.cached_property
+    def _output_shape(self) -> Shape4:
         return _to_layout((self.N, self.K, self.OH, self.OW), self.layout)
 
     def weight_shape(self) -> Shape4:

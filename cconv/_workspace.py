@@ -139,7 +139,8 @@ def results() -> Iterator[None]:
 def empty_result(shape: Any, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
     """``numpy.empty(shape, dtype)`` for a result: through the result handler when it is
     large enough to be kept (installing the handler costs ~1 us, a tenth of a tiny call)."""
-    dtype = np.dtype(dtype)
+    if not isinstance(dtype, np.dtype):
+        dtype = np.dtype(dtype)
     if math.prod(shape) * dtype.itemsize < _results.MIN_BYTES:
         return np.empty(shape, dtype)
     with results():

@@ -136,15 +136,17 @@ def conv2d(x: npt.ArrayLike, weight: npt.ArrayLike, bias: Optional[npt.ArrayLike
         (N, K, OH, OW) or (N, OH, OW, K), of dtype ``numpy.result_type(x, weight)``;
         float16 is computed in float32.
     """
-    kw: _ConvKeywords = dict(
-        stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-        weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
     x, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
-    geom = _geometry(x.shape, w.shape, dtype, kw, "x", "weight")
+    # (make_geometry called directly, not through _geometry's keyword dict: the forward
+    # call is the one small calls make most)
+    geom = make_geometry(x.shape, w.shape, stride=stride, padding=padding, dilation=dilation,
+                         groups=groups, layout=layout, weight_layout=weight_layout,
+                         padding_mode=padding_mode, padding_value=padding_value, dtype=dtype)
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
     b = check_bias(bias, geom.K, dtype)
-    out = check_out(out, geom.output_shape(), result_dtype)
+    if out is not None:
+        out = check_out(out, geom.output_shape(), result_dtype)
     impl = _dispatch.select(geom, "forward", algo, nthreads)
     return _execute.forward(impl, x, w, b, out, alpha, beta, nthreads, result_dtype,
                             boundary=_boundary.for_geometry(geom))

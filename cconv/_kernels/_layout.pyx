@@ -33,6 +33,13 @@ ctypedef fused real:
     float
     double
 
+# ONE_THREAD_LOOPS: on one thread the packing loops run without an OpenMP region.  Entering
+# a parallel region of one thread costs ~0.8 us (libgomp starts a team and wakes its
+# barrier with futex calls, two system calls per region); a small call packs twice and runs
+# its tiles, so three regions were ~2.4 us of a 1x16x14x14 3x3 forward (AMD EPYC Zen 5).
+# Each loop's body is one shared inline function, called from the parallel and the plain
+# loop.
+
 # Largest channel block the kernels use (2 AVX-512 vectors of float32 is 32).
 cdef enum:
     MAX_BLOCK = 64
@@ -276,15 +283,35 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
     cdef Py_ssize_t sn = x.strides[0], sc = x.strides[1], sh = x.strides[2], sw = x.strides[3]
     cdef real *dst = &packed[0]
     with nogil:
-        for i in prange(planes, num_threads=num_threads, schedule="dynamic"):
-            b = i % nblocks
-            grp = (i // nblocks) % groups
-            n = i // (nblocks * groups)
-            bad += _pack_plane(base, sn, sc, sh, sw, H, W, dst + i * plane, n,
-                               grp * channels_per_group, b * block, slots_per_group, mult, block,
-                               pad_top, pad_left, height, width, rows, map_rows, cols, map_cols,
-                               fill, value_bad)
+        if num_threads > 1:
+            for i in prange(planes, num_threads=num_threads, schedule="dynamic"):
+                bad += _pack_input_plane(i, base, sn, sc, sh, sw, H, W, dst, plane, nblocks,
+                                         groups, channels_per_group, slots_per_group, mult,
+                                         block, pad_top, pad_left, height, width, rows,
+                                         map_rows, cols, map_cols, fill, value_bad)
+        else:  # no OpenMP region for one thread (see ONE_THREAD_LOOPS)
+            for i in range(planes):
+                bad += _pack_input_plane(i, base, sn, sc, sh, sw, H, W, dst, plane, nblocks,
+                                         groups, channels_per_group, slots_per_group, mult,
+                                         block, pad_top, pad_left, height, width, rows,
+                                         map_rows, cols, map_cols, fill, value_bad)
     return bad
+
+
+cdef inline Py_ssize_t _pack_input_plane(
+        Py_ssize_t i, const char *base, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh,
+        Py_ssize_t sw, Py_ssize_t H, Py_ssize_t W, real *dst, Py_ssize_t plane,
+        Py_ssize_t nblocks, Py_ssize_t groups, Py_ssize_t channels_per_group,
+        Py_ssize_t slots_per_group, Py_ssize_t mult, Py_ssize_t block, Py_ssize_t pad_top,
+        Py_ssize_t pad_left, Py_ssize_t height, Py_ssize_t width, const int64_t *rows,
+        Py_ssize_t map_rows, const int64_t *cols, Py_ssize_t map_cols, real fill,
+        unsigned int value_bad) noexcept nogil:
+    # pack_input's job i: packed plane i = (image, group, channel block)
+    cdef Py_ssize_t b = i % nblocks, grp = (i // nblocks) % groups, n = i // (nblocks * groups)
+    return _pack_plane(base, sn, sc, sh, sw, H, W, dst + i * plane, n,
+                       grp * channels_per_group, b * block, slots_per_group, mult, block,
+                       pad_top, pad_left, height, width, rows, map_rows, cols, map_cols,
+                       fill, value_bad)
 
 
 cdef void _unpack_plane(const real *packed, char *y, Py_ssize_t sh, Py_ssize_t sw,
@@ -476,11 +503,25 @@ def pack_weight(const real[::1] w, real[::1] packed, Py_ssize_t groups, Py_ssize
     cdef real *dst = &packed[0]
     cdef const Py_ssize_t *tp = &taps[0]
     with nogil:
-        for i in prange(nblocks, num_threads=num_threads, schedule="dynamic"):
-            rb = i % red_blocks
-            cb = (i // red_blocks) % col_blocks
-            grp = i // (red_blocks * col_blocks)
-            bad += _pack_weight_block(src, dst + i * block, Kg, Cg, RS, grp, cb * col_block,
-                                      col_block, rb * red_block, red_block, swap, tp, ntaps)
+        if num_threads > 1:
+            for i in prange(nblocks, num_threads=num_threads, schedule="dynamic"):
+                bad += _pack_weight_job(i, src, dst, block, Kg, Cg, RS, col_blocks, col_block,
+                                        red_blocks, red_block, swap, tp, ntaps)
+        else:  # no OpenMP region for one thread (see ONE_THREAD_LOOPS)
+            for i in range(nblocks):
+                bad += _pack_weight_job(i, src, dst, block, Kg, Cg, RS, col_blocks, col_block,
+                                        red_blocks, red_block, swap, tp, ntaps)
     return bad
+
+
+cdef inline unsigned int _pack_weight_job(
+        Py_ssize_t i, const real *src, real *dst, Py_ssize_t block, Py_ssize_t Kg,
+        Py_ssize_t Cg, Py_ssize_t RS, Py_ssize_t col_blocks, Py_ssize_t col_block,
+        Py_ssize_t red_blocks, Py_ssize_t red_block, bint swap, const Py_ssize_t *tp,
+        Py_ssize_t ntaps) noexcept nogil:
+    # pack_weight's job i: block i = (group, column block, reduction block)
+    cdef Py_ssize_t rb = i % red_blocks, cb = (i // red_blocks) % col_blocks
+    cdef Py_ssize_t grp = i // (red_blocks * col_blocks)
+    return _pack_weight_block(src, dst + i * block, Kg, Cg, RS, grp, cb * col_block,
+                              col_block, rb * red_block, red_block, swap, tp, ntaps)
 

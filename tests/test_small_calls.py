@@ -1,0 +1,142 @@
+"""The paths a small call takes: the NCHW depthwise / few-channel kernels' one-thread loop
+(no OpenMP region) against their parallel loop, the forward's input bands shared by a
+group's output channels, and the band buffers kept per calling thread."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import cconv
+from cconv.algorithms import depthwise
+from support.checks import assert_close
+from support.reference import ref_backward_data, ref_backward_weight, ref_conv2d
+
+# (N, groups, Cg, Kg, H, W, R, S, stride, pads): few channels per group, several output
+# channels per group (they share the group's input bands), odd sizes, 1-pixel outputs.
+GROUPED = [
+    (1, 1, 4, 4, 8, 8, 3, 3, (1, 1), ((1, 1), (1, 1))),  # the tiny call
+    (2, 2, 3, 5, 9, 7, 3, 3, (1, 1), ((1, 1), (1, 1))),
+    (3, 3, 2, 3, 11, 13, 5, 3, (2, 1), ((2, 1), (0, 1))),
+    (1, 1, 3, 32, 17, 19, 3, 3, (1, 1), ((1, 1), (1, 1))),  # RGB-like bank
+    (2, 4, 1, 2, 6, 5, 3, 3, (2, 2), ((1, 1), (1, 1))),  # depthwise multiplier 2
+    (1, 2, 4, 1, 3, 3, 3, 3, (1, 1), ((0, 0), (0, 0))),  # one output pixel
+]
+
+
+def _operands(case, dtype, seed=0):
+    N, groups, cg, kg, H, W, R, S = case[:8]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((N, groups * cg, H, W)).astype(dtype)
+    w = rng.standard_normal((groups * kg, cg, R, S)).astype(dtype)
+    return x, w
+
+
+def _kw(case):
+    return dict(stride=case[8], padding=case[9], groups=case[1])
+
+
+def _ref_kw(case):
+    return dict(stride=case[8], pads=case[9], groups=case[1])
+
+
+@pytest.mark.parametrize("case", GROUPED)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_thread_loop_equals_the_parallel_loop(case, dtype):
+    """Every NCHW pass of the few-channel kernels: one thread (the plain loop) against 2, 3
+    and 5 (the OpenMP loop) bit for bit, and both against the float64 reference."""
+    x, w = _operands(case, dtype)
+    kw = _kw(case)
+    y_ref = ref_conv2d(x.astype(np.float64), w.astype(np.float64), **_ref_kw(case))
+    gy = np.random.default_rng(1).standard_normal(y_ref.shape).astype(dtype)
+    dx_ref = ref_backward_data(gy.astype(np.float64), w.astype(np.float64), x.shape,
+                               **_ref_kw(case))
+    dw_ref = ref_backward_weight(gy.astype(np.float64), x.astype(np.float64), w.shape,
+                                 **_ref_kw(case))
+    results = []
+    for threads in (1, 2, 3, 5):
+        got = (cconv.conv2d(x, w, algo="depthwise", num_threads=threads, **kw),
+               cconv.conv2d_backward_data(gy, w, x.shape, algo="depthwise",
+                                          num_threads=threads, **kw),
+               cconv.conv2d_backward_weight(gy, x, w.shape, algo="depthwise",
+                                            num_threads=threads, **kw))
+        for value, ref, what in zip(got, (y_ref, dx_ref, dw_ref), ("forward", "data", "weight")):
+            assert_close(value, ref, dtype, what=f"{what}, {threads} threads")
+        results.append(got)
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_forward_bands_shared_by_a_group_are_refilled_per_band(monkeypatch, threads):
+    """Bands of a few rows (budget forced small): a thread's run of jobs crosses bands,
+    groups and images, and each needs its own fill."""
+    monkeypatch.setattr(depthwise, "BAND_BYTES", 1)
+    monkeypatch.setattr(depthwise, "MIN_BAND_ROWS", 1)
+    case = (2, 3, 2, 4, 23, 10, 3, 3, (1, 1), ((1, 1), (1, 1)))
+    x, w = _operands(case, np.float64, seed=5)
+    # a fresh geometry (not cached with the default budget): an odd dilation-free layer
+    kw = dict(_kw(case), dilation=1)
+    impl = depthwise.DepthwiseConvolution(
+        cconv.plan_conv2d(x.shape, w.shape, dtype=np.float64, algo="depthwise",
+                          **kw).geometry)
+    band = impl._nchw.forward_band(threads)[0]
+    assert band < case[4], "the case must be cut into bands"
+    y = np.empty((2, 12, 23, 10))
+    impl.forward(x, w, None, y, 1.0, 0.0, threads)
+    assert_close(y, ref_conv2d(x, w, **_ref_kw(case)), np.float64)
+
+
+def test_band_buffers_kept_per_thread_serve_concurrent_calls():
+    """Sixteen Python threads, each alternating two tiny geometries whose band buffers are
+    kept per calling thread: every result equals the one computed alone."""
+    shapes = [((1, 4, 8, 8), (4, 4, 3, 3)), ((1, 3, 9, 6), (6, 3, 3, 3))]
+    rng = np.random.default_rng(7)
+    operands = [(rng.standard_normal(xs).astype(np.float32),
+                 rng.standard_normal(ws).astype(np.float32)) for xs, ws in shapes]
+    alone = [cconv.conv2d(x, w, padding=1, num_threads=1) for x, w in operands]
+    barrier = threading.Barrier(16)
+
+    def worker(_):
+        barrier.wait()
+        return all(np.array_equal(cconv.conv2d(*operands[i % 2], padding=1, num_threads=1),
+                                  alone[i % 2]) for i in range(200))
+
+    with ThreadPoolExecutor(16) as pool:
+        assert all(pool.map(worker, range(16)))
+
+
+def test_small_band_buffers_are_reused_and_large_ones_are_not():
+    x = np.ones((1, 4, 8, 8), np.float32)
+    w = np.ones((4, 4, 3, 3), np.float32)
+    impl = depthwise.DepthwiseConvolution.for_geometry(
+        cconv.plan_conv2d(x.shape, w.shape, padding=1).geometry)
+    assert impl._scratch(100, 2) is impl._scratch(100, 2)
+    assert impl._scratch(100, 2).shape == (2, 100)
+    big = depthwise.SMALL_SCRATCH_BYTES // 4 + 1
+    assert impl._scratch(big, 1) is not impl._scratch(big, 1)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_direct_packing_and_tiles_one_thread_loop_equals_the_parallel_loop(stride):
+    """The direct algorithm's input / weight packing and tile loops: one thread (plain
+    loops) against 2 and 3 (OpenMP), bit for bit, on a layer large enough for threads."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 24, 41, 39)).astype(np.float32)  # >= 2 threads by flops
+    w = rng.standard_normal((24, 12, 3, 3)).astype(np.float32)
+    kw = dict(stride=stride, padding=1, groups=2, algo="direct")
+    y_ref = ref_conv2d(x.astype(np.float64), w.astype(np.float64), stride=stride,
+                       pads=((1, 1), (1, 1)), groups=2)
+    gy = rng.standard_normal(y_ref.shape).astype(np.float32)
+    runs = []
+    for threads in (1, 2, 3):
+        got = (cconv.conv2d(x, w, num_threads=threads, **kw),
+               cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw),
+               cconv.conv2d_backward_weight(gy, x, w.shape, num_threads=threads, **kw))
+        assert_close(got[0], y_ref, np.float32, what=f"forward, {threads} threads")
+        runs.append(got)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a, b)
