@@ -136,22 +136,28 @@ FEW_CHANNEL_WEIGHT_MEASUREMENTS = (
 FEW_CHANNEL_DIRECT_WEIGHT_TAPS = 1400
 
 # The data gradient with 2-4 input channels per group at stride 1: depthwise-kernel / GEMM
-# times (> 1: GEMM faster), AMD EPYC Zen 5 (AVX-512), float32, NCHW, median of 10 calls in a
-# loop, 1 and 2 threads.  The few-channel kernels refill their input bands once per output
-# channel: with many output channels and few taps GEMM's one product per chunk wins; with
-# few outputs, or 25 taps to amortise a refill, the kernels do.  The rule takes GEMM from
+# times (> 1: GEMM faster), AMD EPYC Zen 5 (AVX-512), float32, NCHW, medians of 0.08 s loops,
+# 1 and 2 threads.  The few-channel kernels fill the output channels' gradient bands once
+# for a group's input channels (they refilled them per input channel when GEMM took this
+# from 32 outputs: the rgb layer was 2.07 / 1.43 then); GEMM's one product per chunk now
+# wins only from hundreds of output channels on small planes.  The rule takes GEMM from
 # FEW_CHANNEL_GEMM_GRAD_OUTPUTS output channels per group and at most
 # FEW_CHANNEL_GEMM_GRAD_TAPS taps.  Columns: layer, 1 thread, 2 threads.
 FEW_CHANNEL_GRAD_MEASUREMENTS = (
-    ("8x3x256x256 -> 32, 3x3 (the suite's rgb layer)", 2.07, 1.43),
-    ("8x3x112x112 -> 64, 3x3", 2.00, 1.28),
-    ("8x3x256x256 -> 16, 3x3", 1.35, 0.98),
-    ("8x2x256x256 -> 16, 3x3", 1.42, 0.94),
-    ("2x3x256x256 -> 32, 5x5", 1.07, 0.69),
-    ("4x4x256x256 -> 8, 3x3", 0.76, 0.46),
-    ("1x4x1024x1024 -> 4, 5x5", 0.40, 0.23),
+    ("8x3x256x256 -> 32, 3x3 (the suite's rgb layer)", 0.61, 0.58),
+    ("8x3x112x112 -> 64, 3x3", 0.75, 0.51),
+    ("8x3x256x256 -> 16, 3x3", 0.53, 0.38),
+    ("8x2x256x256 -> 16, 3x3", 0.57, 0.46),
+    ("2x3x256x256 -> 32, 5x5", 0.50, 0.38),
+    ("4x4x256x256 -> 8, 3x3", 0.24, 0.16),
+    ("1x4x1024x1024 -> 4, 5x5", 0.13, 0.08),
+    ("8x4x128x128 -> 128, 3x3", 0.90, 0.76),
+    ("8x3x128x128 -> 64, 5x5", 0.55, 0.48),
+    ("8x3x64x64 -> 256, 3x3", 0.81, 0.66),
+    ("8x2x56x56 -> 256, 5x5", 0.88, 0.72),
+    ("8x4x32x32 -> 512, 3x3", 1.77, 1.47),
 )
-FEW_CHANNEL_GEMM_GRAD_OUTPUTS = 32
+FEW_CHANNEL_GEMM_GRAD_OUTPUTS = 512
 FEW_CHANNEL_GEMM_GRAD_TAPS = 9
 
 
@@ -241,8 +247,8 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     up to 128 of 3x3 the few-channel kernels 1.1-1.8x (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`);
     and for the data gradient only with fewer than
     :data:`FEW_CHANNEL_GEMM_GRAD_OUTPUTS` output channels per group or more than
-    :data:`FEW_CHANNEL_GEMM_GRAD_TAPS` taps: GEMM measured 1.3-2.1x the few-channel
-    kernels on an RGB 3x3 layer with 32-64 outputs (:data:`FEW_CHANNEL_GRAD_MEASUREMENTS`).
+    :data:`FEW_CHANNEL_GEMM_GRAD_TAPS` taps: the few-channel kernels measured 1.1-12x GEMM
+    up to 256 outputs, GEMM 1.5-1.8x them with 512 (:data:`FEW_CHANNEL_GRAD_MEASUREMENTS`).
 
     GEMM (NumPy's BLAS) for unpadded 1x1 layers, every pass: 1.0-2.4x the direct kernel on
     forward and backward-data, 1.07-1.57x on backward-weight at 1 thread but 0.72-0.89x by

@@ -146,16 +146,19 @@ def test_auto_uses_gemm_for_the_data_gradient_of_strided_few_channel_layers():
 
 
 def test_auto_uses_gemm_for_the_data_gradient_of_few_channel_layers_with_many_outputs():
-    # _dispatch.FEW_CHANNEL_GRAD_MEASUREMENTS: RGB 3x3 with 32-64 outputs per group
+    # _dispatch.FEW_CHANNEL_GRAD_MEASUREMENTS: GEMM from 512 outputs per group (3x3 and
+    # smaller), the few-channel kernels below (the suite's RGB layer: 32 outputs)
     from cconv import _dispatch
     from cconv._geometry import make_geometry
 
-    for w_shape in ((32, 3, 3, 3), (64, 2, 3, 3), (32, 4, 1, 3)):
+    limit = _dispatch.FEW_CHANNEL_GEMM_GRAD_OUTPUTS
+    for w_shape in ((limit, 3, 3, 3), (2 * limit, 2, 3, 3), (limit, 4, 1, 3)):
         geom = make_geometry((2, w_shape[1], 16, 16), w_shape, padding=1)
         assert _dispatch.heuristic(geom, "backward_data") == "gemm"
         assert _dispatch.heuristic(geom, "forward") == "depthwise"
-    few_outputs = make_geometry((2, 3, 16, 16), (16, 3, 3, 3), padding=1)
-    many_taps = make_geometry((2, 3, 16, 16), (32, 3, 5, 5), padding=2)
-    one_channel = make_geometry((2, 1, 16, 16), (32, 1, 3, 3), padding=1)
-    for geom in (few_outputs, many_taps, one_channel):
+    rgb = make_geometry((2, 3, 16, 16), (32, 3, 3, 3), padding=1)
+    below = make_geometry((2, 4, 16, 16), (limit - 1, 4, 3, 3), padding=1)
+    many_taps = make_geometry((2, 3, 16, 16), (limit, 3, 5, 5), padding=2)
+    one_channel = make_geometry((2, 1, 16, 16), (limit, 1, 3, 3), padding=1)
+    for geom in (rgb, below, many_taps, one_channel):
         assert _dispatch.heuristic(geom, "backward_data") == "depthwise"

@@ -70,23 +70,42 @@ def test_one_thread_loop_equals_the_parallel_loop(case, dtype):
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_forward_bands_shared_by_a_group_are_refilled_per_band(monkeypatch, threads):
+@pytest.mark.parametrize("mode", ["zeros", "reflect"])
+def test_bands_shared_by_a_group_are_refilled_per_band(monkeypatch, threads, mode):
     """Bands of a few rows (budget forced small): a thread's run of jobs crosses bands,
-    groups and images, and each needs its own fill."""
+    groups and images, and each needs its own fill (forward: the group's input bands;
+    backward-data: its output channels' gradient bands)."""
     monkeypatch.setattr(depthwise, "BAND_BYTES", 1)
+    monkeypatch.setattr(depthwise, "COLUMN_BAND_BYTES", 1)
     monkeypatch.setattr(depthwise, "MIN_BAND_ROWS", 1)
+    monkeypatch.setattr(depthwise, "COLUMN_MIN_BAND_ROWS", 1)
     case = (2, 3, 2, 4, 23, 10, 3, 3, (1, 1), ((1, 1), (1, 1)))
     x, w = _operands(case, np.float64, seed=5)
-    # a fresh geometry (not cached with the default budget): an odd dilation-free layer
-    kw = dict(_kw(case), dilation=1)
-    impl = depthwise.DepthwiseConvolution(
-        cconv.plan_conv2d(x.shape, w.shape, dtype=np.float64, algo="depthwise",
-                          **kw).geometry)
-    band = impl._nchw.forward_band(threads)[0]
-    assert band < case[4], "the case must be cut into bands"
+    plan = cconv.plan_conv2d(x.shape, w.shape, dtype=np.float64, algo="depthwise",
+                             padding_mode=mode, **_kw(case))
+    # a fresh instance: the cached one was laid out with the default budgets
+    impl = depthwise.DepthwiseConvolution(plan.geometry)
+    assert impl._nchw.forward_band(threads)[0] < case[4], "the case must be cut into bands"
+    assert impl._nchw.backward_data_band(threads)[0] < case[4]
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), mode="reflect") if mode != "zeros" else x
+    pads = ((0, 0), (0, 0)) if mode != "zeros" else case[9]
     y = np.empty((2, 12, 23, 10))
     impl.forward(x, w, None, y, 1.0, 0.0, threads)
-    assert_close(y, ref_conv2d(x, w, **_ref_kw(case)), np.float64)
+    assert_close(y, ref_conv2d(xp, w, stride=case[8], pads=pads, groups=3), np.float64)
+    gy = np.random.default_rng(6).standard_normal(y.shape)
+    dx = np.empty_like(x)
+    impl.backward_data(gy, w, dx, 1.0, 0.0, threads)
+    dx_ref = ref_backward_data(gy, w, x.shape, **_ref_kw(case))
+    if mode == "reflect":  # the padded input's gradient, folded onto the pixels copied
+        dxp = ref_backward_data(gy, w, xp.shape, stride=case[8], groups=3)
+        dx_ref = dxp[:, :, 1:-1, 1:-1].copy()
+        dx_ref[:, :, 1, :] += dxp[:, :, 0, 1:-1]
+        dx_ref[:, :, -2, :] += dxp[:, :, -1, 1:-1]
+        dx_ref[:, :, :, 1] += dxp[:, :, 1:-1, 0]
+        dx_ref[:, :, :, -2] += dxp[:, :, 1:-1, -1]
+        for r, c, rr, cc in ((0, 0, 1, 1), (0, -1, 1, -2), (-1, 0, -2, 1), (-1, -1, -2, -2)):
+            dx_ref[:, :, rr, cc] += dxp[:, :, r, c]
+    assert_close(dx, dx_ref, np.float64)
 
 
 def test_band_buffers_kept_per_thread_serve_concurrent_calls():
