@@ -159,3 +159,35 @@ def test_direct_packing_and_tiles_one_thread_loop_equals_the_parallel_loop(strid
     for other in runs[1:]:
         for a, b in zip(runs[0], other):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("kind", ["rows", "pointwise", "winograd"])
+def test_other_kernels_one_thread_loop_equals_the_parallel_loop(kind):
+    """The row kernels (a long 1-D convolution), the NCHW 1x1 product and Winograd: one
+    thread (plain loops) against 2 and 3 (OpenMP), bit for bit, every pass they run, on
+    shapes large enough for threads; and against the float64 reference."""
+    rng = np.random.default_rng(13)
+    if kind == "rows":
+        x = rng.standard_normal((2, 16, 1, 2000)).astype(np.float32)
+        w = rng.standard_normal((24, 16, 1, 5)).astype(np.float32)
+        kw = dict(padding=((0, 0), (2, 2)), algo="direct")
+    elif kind == "pointwise":
+        x = rng.standard_normal((2, 64, 20, 21)).astype(np.float32)
+        w = rng.standard_normal((48, 64, 1, 1)).astype(np.float32)
+        kw = dict(algo="gemm")
+    else:
+        x = rng.standard_normal((2, 32, 18, 17)).astype(np.float32)
+        w = rng.standard_normal((32, 32, 3, 3)).astype(np.float32)
+        kw = dict(padding=1, algo="winograd")
+    pads = cconv.plan_conv2d(x.shape, w.shape, **kw).geometry.pads
+    y_ref = ref_conv2d(x.astype(np.float64), w.astype(np.float64), pads=pads)
+    gy = rng.standard_normal(y_ref.shape).astype(np.float32)
+    runs = []
+    for threads in (1, 2, 3):
+        got = (cconv.conv2d(x, w, num_threads=threads, **kw),
+               cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw))
+        assert_close(got[0], y_ref, np.float32, what=f"{kind} forward, {threads} threads")
+        runs.append(got)
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other):
+            assert np.array_equal(a, b)
