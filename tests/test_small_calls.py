@@ -41,6 +41,17 @@ def _ref_kw(case):
     return dict(stride=case[8], pads=case[9], groups=case[1])
 
 
+def _bitwise_on_any_thread_count(passes, thread_counts=(1, 2, 3)):
+    """``passes(threads)`` (a tuple of results) at each thread count; asserts every count
+    gives the first's results bit for bit and returns them by count."""
+    runs = {threads: passes(threads) for threads in thread_counts}
+    first = runs[thread_counts[0]]
+    for threads in thread_counts[1:]:
+        for a, b in zip(first, runs[threads]):
+            assert np.array_equal(a, b), f"{threads} threads differ from {thread_counts[0]}"
+    return runs
+
+
 @pytest.mark.parametrize("case", GROUPED)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_one_thread_loop_equals_the_parallel_loop(case, dtype):
@@ -54,19 +65,15 @@ def test_one_thread_loop_equals_the_parallel_loop(case, dtype):
                                **_ref_kw(case))
     dw_ref = ref_backward_weight(gy.astype(np.float64), x.astype(np.float64), w.shape,
                                  **_ref_kw(case))
-    results = []
-    for threads in (1, 2, 3, 5):
-        got = (cconv.conv2d(x, w, algo="depthwise", num_threads=threads, **kw),
-               cconv.conv2d_backward_data(gy, w, x.shape, algo="depthwise",
-                                          num_threads=threads, **kw),
-               cconv.conv2d_backward_weight(gy, x, w.shape, algo="depthwise",
-                                            num_threads=threads, **kw))
+    runs = _bitwise_on_any_thread_count(lambda threads: (
+        cconv.conv2d(x, w, algo="depthwise", num_threads=threads, **kw),
+        cconv.conv2d_backward_data(gy, w, x.shape, algo="depthwise", num_threads=threads,
+                                   **kw),
+        cconv.conv2d_backward_weight(gy, x, w.shape, algo="depthwise", num_threads=threads,
+                                     **kw)), (1, 2, 3, 5))
+    for threads, got in runs.items():
         for value, ref, what in zip(got, (y_ref, dx_ref, dw_ref), ("forward", "data", "weight")):
             assert_close(value, ref, dtype, what=f"{what}, {threads} threads")
-        results.append(got)
-    for other in results[1:]:
-        for a, b in zip(results[0], other):
-            assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
@@ -149,16 +156,12 @@ def test_direct_packing_and_tiles_one_thread_loop_equals_the_parallel_loop(strid
     y_ref = ref_conv2d(x.astype(np.float64), w.astype(np.float64), stride=stride,
                        pads=((1, 1), (1, 1)), groups=2)
     gy = rng.standard_normal(y_ref.shape).astype(np.float32)
-    runs = []
-    for threads in (1, 2, 3):
-        got = (cconv.conv2d(x, w, num_threads=threads, **kw),
-               cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw),
-               cconv.conv2d_backward_weight(gy, x, w.shape, num_threads=threads, **kw))
+    runs = _bitwise_on_any_thread_count(lambda threads: (
+        cconv.conv2d(x, w, num_threads=threads, **kw),
+        cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw),
+        cconv.conv2d_backward_weight(gy, x, w.shape, num_threads=threads, **kw)))
+    for threads, got in runs.items():
         assert_close(got[0], y_ref, np.float32, what=f"forward, {threads} threads")
-        runs.append(got)
-    for other in runs[1:]:
-        for a, b in zip(runs[0], other):
-            assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("kind", ["rows", "pointwise", "winograd"])
@@ -182,12 +185,8 @@ def test_other_kernels_one_thread_loop_equals_the_parallel_loop(kind):
     pads = cconv.plan_conv2d(x.shape, w.shape, **kw).geometry.pads
     y_ref = ref_conv2d(x.astype(np.float64), w.astype(np.float64), pads=pads)
     gy = rng.standard_normal(y_ref.shape).astype(np.float32)
-    runs = []
-    for threads in (1, 2, 3):
-        got = (cconv.conv2d(x, w, num_threads=threads, **kw),
-               cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw))
+    runs = _bitwise_on_any_thread_count(lambda threads: (
+        cconv.conv2d(x, w, num_threads=threads, **kw),
+        cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw)))
+    for threads, got in runs.items():
         assert_close(got[0], y_ref, np.float32, what=f"{kind} forward, {threads} threads")
-        runs.append(got)
-    for other in runs[1:]:
-        for a, b in zip(runs[0], other):
-            assert np.array_equal(a, b)
