@@ -343,14 +343,17 @@ NUMPY_PAD_MODES = {"zeros": "constant", "constant": "constant", "reflect": "refl
 @pytest.mark.parametrize("width", [5, 7, 15, 16, 17, 31, 33, 34, 47, 64, 66, 97])
 @pytest.mark.parametrize("mode", sorted(NUMPY_PAD_MODES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype):
-    # The NCHW kernels load a stride-2 row two vectors at a time and keep its even elements:
-    # widths around one and two vectors (4 to 16 lanes), the last rows of the array (where
-    # whole-vector loads must stop before its end) and the padding each mode builds around.
+@pytest.mark.parametrize("left", [0, 1, 2, 3])
+def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype, left):
+    # The NCHW kernels load a stride-2 row two vectors at a time and split it into its even
+    # and odd elements, one per column phase (which phase takes which depends on the parity
+    # of the left padding): widths around one and two vectors (4 to 16 lanes), the last rows
+    # of the array (where whole-vector loads must stop before its end) and the padding each
+    # mode builds around.
     rng = np.random.default_rng(width)
     x = rng.standard_normal((2, 3, 5, width)).astype(dtype)
     w = rng.standard_normal((3, 1, 3, 3)).astype(dtype)
-    pads = ((1, 1), (1, 2))
+    pads = ((1, 1), (left, 2))
     value = 0.5 if mode == "constant" else 0.0
     kw = dict(stride=2, padding=pads, groups=3, padding_mode=mode, algo="depthwise")
     if mode == "constant":

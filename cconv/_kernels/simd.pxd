@@ -10,10 +10,10 @@ cdef extern from "simd.h" nogil:
     vec_float vec_float_zero() noexcept
     vec_float vec_float_splat(float x) noexcept
     vec_float vec_float_fma(vec_float a, vec_float b, vec_float c) noexcept
-    vec_float vec_float_load_even(const float *p) noexcept
+    void vec_float_deinterleave(const float *p, vec_float *even, vec_float *odd) noexcept
     vec_double vec_double_load(const double *p) noexcept
     void vec_double_store(double *p, vec_double v) noexcept
     vec_double vec_double_zero() noexcept
     vec_double vec_double_splat(double x) noexcept
     vec_double vec_double_fma(vec_double a, vec_double b, vec_double c) noexcept
-    vec_double vec_double_load_even(const double *p) noexcept
+    void vec_double_deinterleave(const double *p, vec_double *even, vec_double *odd) noexcept
