@@ -10,7 +10,8 @@ import cconv
 from cconv._geometry import make_geometry
 from cconv.algorithms import REGISTRY
 from support.checks import assert_close
-from support.reference import ref_backward_data, ref_backward_weight, ref_conv2d
+from support.reference import (fold_reference, ref_backward_data, ref_backward_weight,
+                               ref_conv2d)
 
 # (N, C, mult, H, W, R, S, stride, dilation, pads ((top, bottom), (left, right)))
 CASES = {
@@ -367,6 +368,14 @@ def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype, left):
     gw_ref = ref_backward_weight(gy.astype(np.float64), xp, w.shape, stride=2, groups=3)
     assert_close(cconv.conv2d_backward_weight(gy, x, w.shape, **kw), gw_ref, dtype,
                  what="backward_weight")
+    # backward-data spreads the gradient out by the stride: every other band row is zero,
+    # and refills of the same band (the six planes here, on one thread) keep those rows
+    dx_ref = fold_reference(ref_backward_data(gy.astype(np.float64), w.astype(np.float64),
+                                              xp.shape, stride=2, groups=3),
+                            x.shape[2:], pads, mode)
+    for threads in (1, 2):
+        assert_close(cconv.conv2d_backward_data(gy, w, x.shape, num_threads=threads, **kw),
+                     dx_ref, dtype, what=f"backward_data, {threads} threads")
 
 
 @pytest.mark.parametrize("R, S", [(1, 1), (3, 3), (1, 13), (5, 5), (7, 7), (11, 11)])

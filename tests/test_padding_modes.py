@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import cconv
 from support.checks import assert_close
-from support.reference import (conv_output_size, ref_backward_data, ref_backward_weight,
-                               ref_conv2d)
+from support.reference import (conv_output_size, fold_reference, ref_backward_data,
+                               ref_backward_weight, ref_conv2d)
 from support.strategies import from_layout, to_layout
 
 NUMPY_MODE = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge",
@@ -27,23 +27,6 @@ def np_pad(x, pads, mode, value=0.0):
     """NCHW ``x`` padded by numpy.pad in ``mode``."""
     kw = {"constant_values": value} if mode == "constant" else {}
     return np.pad(x, ((0, 0), (0, 0)) + tuple(pads), mode=NUMPY_MODE[mode], **kw)
-
-
-def fold_reference(grad_padded, hw, pads, mode):
-    """The adjoint of ``np_pad`` (value 0) applied to an NCHW gradient of the padded input."""
-    h, w = hw
-    index = np.arange(h * w).reshape(h, w)
-    if NUMPY_MODE[mode] == "constant":
-        padded_index = np.pad(index, pads, mode="constant", constant_values=-1)
-    else:
-        padded_index = np.pad(index, pads, mode=NUMPY_MODE[mode])
-    keep = padded_index >= 0
-    n, c = grad_padded.shape[:2]
-    out = np.zeros((n, c, h * w))
-    for i in range(n):
-        for j in range(c):
-            np.add.at(out[i, j], padded_index[keep], grad_padded[i, j][keep])
-    return out.reshape(n, c, h, w)
 
 
 def mode_limit_ok(mode, pads, hw):

@@ -17,9 +17,8 @@ from cconv._kernels import _gather
 from cconv.algorithms.depthwise import FOLD_AFTER_TAPS, DepthwiseConvolution
 from cconv.algorithms.winograd import WinogradConvolution
 from support.checks import assert_close
-from support.reference import ref_backward_data
+from support.reference import fold_reference, ref_backward_data
 from support.strategies import from_layout, to_layout
-from test_padding_modes import fold_reference
 
 MODES = ("reflect", "symmetric", "replicate", "circular", "constant")
 

@@ -328,3 +328,24 @@ def ref_conv_transpose2d_backward_weight(gy, x, weight_shape, stride=1, pads=NO_
                 patch = _window(fg, r, s, (h, wd), stride, dilation)
                 dw[g * cg:(g + 1) * cg, :, r, s] = np.einsum("nchw,nkhw->ck", xg, patch)
     return dw
+
+
+def fold_reference(grad_padded, hw, pads, mode):
+    """The adjoint of padding in ``mode`` (cconv's names; a constant's value does not enter)
+    applied to an NCHW gradient of the padded input: each padded pixel's gradient added onto
+    the pixel it copies."""
+    h, w = hw
+    index = np.arange(h * w).reshape(h, w)
+    numpy_mode = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge",
+                  "circular": "wrap"}.get(mode, "constant")
+    if numpy_mode == "constant":
+        padded_index = np.pad(index, pads, mode="constant", constant_values=-1)
+    else:
+        padded_index = np.pad(index, pads, mode=numpy_mode)
+    keep = padded_index >= 0
+    n, c = grad_padded.shape[:2]
+    out = np.zeros((n, c, h * w))
+    for i in range(n):
+        for j in range(c):
+            np.add.at(out[i, j], padded_index[keep], grad_padded[i, j][keep])
+    return out.reshape(n, c, h, w)
