@@ -425,3 +425,49 @@ def test_nhwc_forward_rows_in_pixel_pairs(stride, dilation, pads, channels):
                      dilation=dilation, groups=channels, layout="NHWC", algo="depthwise",
                      out=out, alpha=0.5, beta=2.0)
         assert_close(out, 0.5 * want.transpose(0, 2, 3, 1) + 2.0 * start, dtype)
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 2), groups=st.integers(1, 5), cg=st.integers(1, 3),
+       kg=st.integers(1, 3), h=st.integers(1, 21), w=st.integers(1, 40), r=st.integers(1, 5),
+       s=st.integers(1, 5), pads=st.lists(st.integers(0, 4), min_size=4, max_size=4),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+def test_stride2_data_gradient_by_phases(n, groups, cg, kg, h, w, r, s, pads, dtype, seed):
+    # At stride 2 (dilation 1, zero padding) the NCHW data gradient computes each of the
+    # four row / column phases of the input gradient from its own filter taps (a phase may
+    # have none: a 1x1 filter, or a padding larger than the filter) and interleaves the
+    # even and odd columns; odd and even sizes, paddings of either parity, widths around
+    # one and two vectors, several gradient planes per input channel, bands.
+    pt, pb, pl, pr = pads
+    if h + pt + pb < r or w + pl + pr < s:
+        return  # no output (rejected elsewhere)
+    import cconv.algorithms.depthwise as depthwise
+    calls = []
+    kernel = depthwise.kernels.backward_data_phases_nchw
+    rng = np.random.default_rng(seed)
+    C, K = groups * cg, groups * kg
+    x_shape = (n, C, h, w)
+    wt = rng.standard_normal((K, cg, r, s)).astype(dtype)
+    oh, ow = (h + pt + pb - r) // 2 + 1, (w + pl + pr - s) // 2 + 1
+    gy = rng.standard_normal((n, K, oh, ow)).astype(dtype)
+    kw = dict(stride=2, padding=((pt, pb), (pl, pr)), groups=groups, algo="depthwise")
+    dx_ref = ref_backward_data(gy.astype(np.float64), wt.astype(np.float64), x_shape, stride=2,
+                               pads=((pt, pb), (pl, pr)), groups=groups)
+    first = None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(depthwise.kernels, "backward_data_phases_nchw",
+                      lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        for threads in (1, 3):
+            dx = cconv.conv2d_backward_data(gy, wt, x_shape, num_threads=threads, **kw)
+            assert_close(dx, dx_ref, dtype, what=f"backward_data, {threads} threads")
+            first = dx if first is None else first
+            assert np.array_equal(first, dx)
+    # (an axis with one output may have no stride: the geometry records 1 there)
+    geom = make_geometry(x_shape, wt.shape, stride=2, padding=((pt, pb), (pl, pr)),
+                         groups=groups, dtype=dtype)
+    assert bool(calls) == (geom.stride == (2, 2)), "the phase kernel runs at stride (2, 2)"
+    # the epilogue: dx = alpha * gradient + beta * dx
+    start = rng.standard_normal(x_shape).astype(dtype)
+    out = start.copy()
+    cconv.conv2d_backward_data(gy, wt, x_shape, out=out, alpha=0.5, beta=-2.0, **kw)
+    assert_close(out, 0.5 * dx_ref - 2.0 * start, dtype, what="alpha / beta")

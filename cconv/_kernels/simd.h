@@ -54,6 +54,26 @@ CCONV_DEFINE_VECTOR(double, vec_double)
 #define CCONV_ODD_DOUBLE 1, 3
 #endif
 
+/* The inverse: the first and the second halves of the elements of two vectors taken in
+ * turn (even[0], odd[0], even[1], odd[1], ...), a row of two column phases put back
+ * together (the stride-2 data gradient computes its even and odd columns apart). */
+#if CCONV_VBYTES == 64
+#define CCONV_LOW_FLOAT 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define CCONV_HIGH_FLOAT 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+#define CCONV_LOW_DOUBLE 0, 8, 1, 9, 2, 10, 3, 11
+#define CCONV_HIGH_DOUBLE 4, 12, 5, 13, 6, 14, 7, 15
+#elif CCONV_VBYTES == 32
+#define CCONV_LOW_FLOAT 0, 8, 1, 9, 2, 10, 3, 11
+#define CCONV_HIGH_FLOAT 4, 12, 5, 13, 6, 14, 7, 15
+#define CCONV_LOW_DOUBLE 0, 4, 1, 5
+#define CCONV_HIGH_DOUBLE 2, 6, 3, 7
+#else
+#define CCONV_LOW_FLOAT 0, 4, 1, 5
+#define CCONV_HIGH_FLOAT 2, 6, 3, 7
+#define CCONV_LOW_DOUBLE 0, 2
+#define CCONV_HIGH_DOUBLE 1, 3
+#endif
+
 typedef int vec_float_index __attribute__((vector_size(CCONV_VBYTES)));
 typedef long long vec_double_index __attribute__((vector_size(CCONV_VBYTES)));
 
@@ -78,5 +98,19 @@ static inline void vec_double_deinterleave(const double *p, vec_double *even,
     *odd = CCONV_SHUFFLE(a, b, vec_double_index, CCONV_ODD_DOUBLE);
 }
 
+
+static inline void vec_float_interleave(vec_float even, vec_float odd, vec_float *low,
+                                        vec_float *high)
+{
+    *low = CCONV_SHUFFLE(even, odd, vec_float_index, CCONV_LOW_FLOAT);
+    *high = CCONV_SHUFFLE(even, odd, vec_float_index, CCONV_HIGH_FLOAT);
+}
+
+static inline void vec_double_interleave(vec_double even, vec_double odd, vec_double *low,
+                                         vec_double *high)
+{
+    *low = CCONV_SHUFFLE(even, odd, vec_double_index, CCONV_LOW_DOUBLE);
+    *high = CCONV_SHUFFLE(even, odd, vec_double_index, CCONV_HIGH_DOUBLE);
+}
 
 #endif

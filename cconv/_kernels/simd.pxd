@@ -11,9 +11,13 @@ cdef extern from "simd.h" nogil:
     vec_float vec_float_splat(float x) noexcept
     vec_float vec_float_fma(vec_float a, vec_float b, vec_float c) noexcept
     void vec_float_deinterleave(const float *p, vec_float *even, vec_float *odd) noexcept
+    void vec_float_interleave(vec_float even, vec_float odd, vec_float *low,
+                              vec_float *high) noexcept
     vec_double vec_double_load(const double *p) noexcept
     void vec_double_store(double *p, vec_double v) noexcept
     vec_double vec_double_zero() noexcept
     vec_double vec_double_splat(double x) noexcept
     vec_double vec_double_fma(vec_double a, vec_double b, vec_double c) noexcept
     void vec_double_deinterleave(const double *p, vec_double *even, vec_double *odd) noexcept
+    void vec_double_interleave(vec_double even, vec_double odd, vec_double *low,
+                               vec_double *high) noexcept

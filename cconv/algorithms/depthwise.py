@@ -166,6 +166,7 @@ class _NchwLayout:
         self.geom, self.vl = g, vl
         self._bands: Dict[Tuple[str, int], Tuple[int, int, Taps, int]] = {}
         self._fold_taps: Dict[int, Taps] = {}
+        self._phase_layouts: Dict[int, _PhaseLayout] = {}
         # forward / backward-weight: the padded, phase-split input plane
         self.NR, self.NV = _block_shape(g.OW, vl)
         self.columns = (g.stride[0] == 1 and dh == 1 and g.R >= 3
@@ -297,6 +298,13 @@ class _NchwLayout:
             self._fold_taps[nthreads] = taps
         return self._fold_taps[nthreads]
 
+    def phases(self, nthreads: int) -> "_PhaseLayout":
+        """The layout of the stride-2 data gradient by column and row phases
+        (:func:`backward_data_phases_nchw`), built once per thread count."""
+        if nthreads not in self._phase_layouts:
+            self._phase_layouts[nthreads] = _PhaseLayout(self, nthreads)
+        return self._phase_layouts[nthreads]
+
     def flipped(self, w: Array, columns: Optional[bool] = None) -> Array:
         """(C, Kg*R*S): each input channel's filters (one per output channel of its group)
         rotated by 180 degrees; (C, Kg*S*R), column by column, for the column kernel
@@ -313,6 +321,56 @@ class _NchwLayout:
         if self.columns:
             w = np.ascontiguousarray(w.reshape(g.K, g.Cg, g.R, g.S).transpose(0, 1, 3, 2))
         return w.reshape(g.K, -1)
+
+
+class _PhaseLayout:
+    """The stride-2 NCHW data gradient without the spread-out gradient's zeros.
+
+    An input-gradient pixel ``(2i + a, 2j + p)`` (row parity ``a``, column parity ``p``)
+    receives from filter tap ``(r, s)`` only when ``a + pt - r`` and ``p + pl - s`` are
+    even, from gradient pixel ``(i + (a + pt - r) / 2, j + (p + pl - s) / 2)``: each of the
+    four phases is a small stride-1 correlation of the gradient itself (a 3x3 filter splits
+    into 1, 2, 2 and 4 taps), its even and odd columns computed apart and interleaved into
+    the row.  The spread-out gradient's correlation did four times the multiply-adds, on
+    zeros (MobileNetV2's 28x28 stride-2 depthwise layer: most of its data gradient).
+
+    ``off`` / ``widx`` / ``start``: each phase's taps (``start[2a + p]`` to
+    ``start[2a + p + 1]``): offset into the band buffers and index of the weight in a row
+    of :meth:`weights`; ``base_h`` / ``base_w`` the gradient's displacement of buffer row
+    and column 0; ``rows`` x ``Wb`` one gradient plane's band buffer.
+    """
+
+    def __init__(self, layout: "_NchwLayout", nthreads: int) -> None:
+        g = layout.geom
+        (pt, _), (pl, _) = g.pads
+        taps = [(m, r, s, (r + pt) % 2, (s + pl) % 2)
+                for m in range(g.Kg) for r in range(g.R) for s in range(g.S)]
+        dr = [(a + pt - r) // 2 for _, r, _, a, _ in taps]
+        ds = [(p + pl - s) // 2 for _, _, s, _, p in taps]
+        self.base_h, self.base_w = min(dr), min(ds)
+        half = -(-g.W // 2)
+        self.Wb = _round_up(half, layout.vl) + max(ds) - self.base_w
+        self.band = layout.band(g.N * g.C, g.H, 2, nthreads, g.Kg * self.Wb * g.dtype.itemsize)
+        self.rows = self.band // 2 + 1 + max(dr) - self.base_h
+        order = sorted(range(len(taps)), key=lambda t: 2 * taps[t][3] + taps[t][4])
+        plane = self.rows * self.Wb
+        self.off = np.array([taps[t][0] * plane + (dr[t] - self.base_h) * self.Wb
+                             + ds[t] - self.base_w for t in order], np.int64)
+        self.widx = np.array([(taps[t][0] * g.R + taps[t][1]) * g.S + taps[t][2]
+                              for t in order], np.int64)
+        counts = np.bincount([2 * taps[t][3] + taps[t][4] for t in order], minlength=4)
+        self.start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self.scratch = g.Kg * plane
+        for table in (self.off, self.widx, self.start):
+            table.setflags(write=False)  # shared by every call
+
+    @staticmethod
+    def weights(geom: ConvGeometry, w: Array) -> Array:
+        """(C, Kg*R*S): each input channel's filters (one per output channel of its group),
+        as they are (not flipped)."""
+        g = geom
+        per_group = w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S).transpose(0, 2, 1, 3, 4)
+        return np.ascontiguousarray(per_group).reshape(g.C, g.Kg * g.R * g.S)
 
 
 class DepthwiseConvolution(Algorithm):
@@ -409,13 +467,15 @@ class DepthwiseConvolution(Algorithm):
         ``extra``: the kernel's trailing arguments; ``column_rows``: the filter's rows for
         the column kernel, 0 for the plain one; ``options``: the kernel's further keywords."""
         src = np.ascontiguousarray(src)
+        if column_rows:
+            options["column_rows"] = column_rows
         if dst.flags.c_contiguous:
             run(src, w, dst, bias, tap_off, *layout, alpha, beta, scratch, nthreads, *extra,
-                column_rows=column_rows, **options)
+                **options)
             return
         tmp = np.empty(dst.shape, self.geom.dtype)
         run(src, w, tmp, bias, tap_off, *layout, 1.0, 0.0, scratch, nthreads, *extra,
-            column_rows=column_rows, **options)
+            **options)
         dst[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * dst
 
     # -- passes ----------------------------------------------------------------------------
@@ -479,6 +539,13 @@ class DepthwiseConvolution(Algorithm):
             # put NaN where the definition (a scatter over existing outputs) has none
             DirectConvolution.for_geometry(g).backward_data(dy, w, dx, alpha, beta, nthreads,
                                                             bias=bias)
+            return
+        if g.stride == (2, 2) and g.dilation == (1, 1) and not lay.folds:
+            ph = lay.phases(nthreads)
+            self._run_nchw(kernels.backward_data_phases_nchw, dy, ph.weights(g, w), dx, b,
+                           alpha, beta, ph.off,
+                           (ph.widx, ph.start, g.groups, ph.base_h, ph.base_w, ph.rows, ph.Wb,
+                            ph.band), self._scratch(ph.scratch, nthreads), nthreads)
             return
         band, rows, taps, scratch = lay.backward_data_band(nthreads)
         folding: Tuple[Any, ...] = ()
