@@ -427,7 +427,7 @@ def test_nhwc_forward_rows_in_pixel_pairs(stride, dilation, pads, channels):
         assert_close(out, 0.5 * want.transpose(0, 2, 3, 1) + 2.0 * start, dtype)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(n=st.integers(1, 2), groups=st.integers(1, 5), cg=st.integers(1, 3),
        kg=st.integers(1, 3), h=st.integers(1, 21), w=st.integers(1, 40), r=st.integers(1, 5),
        s=st.integers(1, 5), pads=st.lists(st.integers(0, 4), min_size=4, max_size=4),
@@ -462,10 +462,11 @@ def test_stride2_data_gradient_by_phases(n, groups, cg, kg, h, w, r, s, pads, dt
             assert_close(dx, dx_ref, dtype, what=f"backward_data, {threads} threads")
             first = dx if first is None else first
             assert np.array_equal(first, dx)
-    # (an axis with one output may have no stride: the geometry records 1 there)
+    # (filters up to 3x3; an axis with one output may have no stride: the geometry records
+    # 1 there; larger filters keep the spread-out gradient's kernels, checked the same way)
     geom = make_geometry(x_shape, wt.shape, stride=2, padding=((pt, pb), (pl, pr)),
                          groups=groups, dtype=dtype)
-    assert bool(calls) == (geom.stride == (2, 2)), "the phase kernel runs at stride (2, 2)"
+    assert bool(calls) == (geom.stride == (2, 2) and r <= 3 and s <= 3)
     # the epilogue: dx = alpha * gradient + beta * dx
     start = rng.standard_normal(x_shape).astype(dtype)
     out = start.copy()
