@@ -14,7 +14,10 @@ activations in place instead, in the layout they come in:
   over output pixels, the weights broadcast, which is what one- and few-channel images
   need.
   Backward-data correlates the gradient, spread out by the stride, with the flipped
-  filter; backward-weight takes dot products of gradient rows with buffer rows.
+  filter; at stride (2, 2) with zero padding and filters up to 3x3 it goes by the four
+  stride phases of the input gradient instead, each with only its own taps (no
+  multiply-adds on the spread-out gradient's zeros, ``_PhaseLayout``); backward-weight
+  takes dot products of gradient rows with buffer rows.
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
   registers across a pixel's taps; no padding is materialised.
 
