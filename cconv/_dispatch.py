@@ -175,6 +175,26 @@ STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS = (
 )
 
 
+# ... but at stride 2 the few-channel kernels, with their data gradient by stride phases
+# (filters up to 3x3) or the spread-out gradient's column kernel, beat GEMM up to
+# STRIDED_FEW_CHANNEL_DEPTHWISE_TAPS output channels times taps per group.  GEMM / few-channel
+# kernel time ratios (> 1: the kernels faster), float32, NCHW, medians of 9 calls with
+# ``out=``, 1 and 2 threads, 2-vCPU AMD EPYC Zen 5 (AVX-512).  Columns: layer (Kg*R*S),
+# 1 thread, 2 threads.  GEMM's data gradient gains little from a second thread here.
+STRIDED_FEW_CHANNEL_DEPTHWISE_TAPS = 400
+STRIDED_FEW_CHANNEL_DEPTHWISE_MEASUREMENTS = (
+    ("8x3x128x128 -> 16, 3x3 (144)", 1.78, 4.39),
+    ("8x2x256x256 -> 16, 3x3 (144)", 1.45, 1.92),
+    ("4x4x128x128 -> 24, 3x3 (216)", 1.49, 2.93),
+    ("8x3x128x128 -> 32, 3x3 (288)", 1.13, 2.52),
+    ("8x3x128x128 -> 16, 5x5 (400)", 1.84, 2.33),
+    ("8x3x128x128 -> 48, 3x3 (432)", 0.85, 1.18),
+    ("8x3x112x112 -> 64, 3x3 (576)", 0.65, 0.79),
+    ("8x3x128x128 -> 16, 7x7 (784)", 1.21, 1.50),
+    ("8x3x128x128 -> 32, 5x5 (800)", 0.97, 1.27),
+)
+
+
 # Depthwise / direct (row-vector kernels) time ratios on lifted 1-D convolutions, float32,
 # NCW, (min, median) of 15 interleaved calls, 2-core AMD EPYC Zen 4 VM, AVX-512 kernels.
 # Columns: layer, threads, pass, (input, output) channels per group, (min, median).  Above
@@ -256,7 +276,10 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     cconv's SIMD level: with the baseline kernels the direct weight gradient measured 2.4x
     slower than GEMM, so GEMM is the choice that holds on every build.  GEMM also for the
     data gradient of strided layers with at most 4 input channels per group (ResNet-50's
-    stem: 2.8x the direct kernel; :data:`STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS`).
+    stem: 2.8x the direct kernel; :data:`STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS`), except at
+    stride 2 with at most :data:`STRIDED_FEW_CHANNEL_DEPTHWISE_TAPS` output channels times
+    taps per group, where the few-channel kernels measured 1.1-4.4x GEMM
+    (:data:`STRIDED_FEW_CHANNEL_DEPTHWISE_MEASUREMENTS`).
     """
     geom = geom.kernel_geometry  # what the algorithms run (padding modes pad beforehand)
     candidates = usable(geom, op)
@@ -270,6 +293,10 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
                         and "gemm" in candidates)  # FEW_CHANNEL_GRAD_MEASUREMENTS
     if few_channel_grad:
         return "gemm"
+    if (op == "backward_data" and geom.stride == (2, 2) and 1 < geom.Cg <= 4
+            and geom.Kg * geom.R * geom.S <= STRIDED_FEW_CHANNEL_DEPTHWISE_TAPS
+            and "depthwise" in candidates):  # STRIDED_FEW_CHANNEL_DEPTHWISE_MEASUREMENTS
+        return "depthwise"
     if ("depthwise" in candidates and (geom.Cg == 1 or geom.stride == (1, 1))
             and not few_channel_weight):
         return "depthwise"

@@ -127,14 +127,20 @@ def test_auto_uses_gemm_for_unpadded_1x1_layers():
 
 
 def test_auto_uses_gemm_for_the_data_gradient_of_strided_few_channel_layers():
-    # _dispatch.STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS: ResNet-50's stem and RGB stride 2
+    # _dispatch.STRIDED_FEW_CHANNEL_GRAD_MEASUREMENTS: ResNet-50's stem and an RGB stride-2
+    # layer with many outputs; with few outputs times taps at stride 2 the few-channel
+    # kernels (STRIDED_FEW_CHANNEL_DEPTHWISE_MEASUREMENTS), and GEMM again at stride 3
     from cconv import _dispatch
     from cconv._geometry import make_geometry
 
+    taps = _dispatch.STRIDED_FEW_CHANNEL_DEPTHWISE_TAPS
     stem = make_geometry((2, 3, 32, 32), (16, 3, 7, 7), stride=2, padding=3)
-    rgb = make_geometry((2, 3, 16, 16), (8, 3, 3, 3), stride=2, padding=1)
-    for geom in (stem, rgb):
-        assert _dispatch.heuristic(geom, "backward_data") == "gemm"
+    many = make_geometry((2, 3, 16, 16), (taps // 9 + 1, 3, 3, 3), stride=2, padding=1)
+    rgb = make_geometry((2, 3, 16, 16), (taps // 9, 3, 3, 3), stride=2, padding=1)
+    rgb3 = make_geometry((2, 3, 16, 16), (8, 3, 3, 3), stride=3, padding=1)
+    for geom in (stem, many, rgb, rgb3):
+        assert _dispatch.heuristic(geom, "backward_data") == ("depthwise" if geom is rgb
+                                                              else "gemm")
         assert _dispatch.heuristic(geom, "forward") == "direct"
         assert _dispatch.heuristic(geom, "backward_weight") == "direct"
     wide = make_geometry((2, 16, 16, 16), (8, 16, 3, 3), stride=2, padding=1)
