@@ -336,6 +336,49 @@ def test_nchw_kernels_refuse_padding_maps_outside_the_plane():
             run(rs, cs)
 
 
+def test_phase_kernel_refuses_tables_that_read_or_write_outside():
+    """The stride-2 data gradient by phases trusts its tap tables only after checking them:
+    a tap reading past the band buffers, a weight index outside the filter row, phases that
+    do not add up, an odd band or a short scratch is a ValueError, and nothing is written."""
+    from cconv._simd import depthwise as kernels
+    from cconv.algorithms.depthwise import DepthwiseConvolution, _PhaseLayout
+
+    rng = np.random.default_rng(6)
+    x_shape = (2, 3, 11, 13)
+    w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+    geom = cconv.plan_conv2d(x_shape, w.shape, stride=2, padding=1, groups=3).geometry
+    ph = DepthwiseConvolution.for_geometry(geom)._nchw.phases(1)
+    gy = rng.standard_normal((2, 3, 6, 7)).astype(np.float32)
+    wt = _PhaseLayout.weights(geom, w)
+
+    dx = np.full(x_shape, 7.0, np.float32)
+
+    def run(off=ph.off, widx=ph.widx, start=ph.start, band=ph.band, scratch=ph.scratch):
+        kernels.backward_data_phases_nchw(gy, wt, dx, np.empty(0, np.float32), off, widx,
+                                          start, 3, ph.base_h, ph.base_w, ph.rows, ph.Wb,
+                                          band, 1.0, 0.0, np.empty((1, scratch), np.float32),
+                                          1)
+        return dx
+
+    assert_close(run(), ref_backward_data(gy.astype(np.float64), w.astype(np.float64),
+                                          x_shape, stride=2, pads=((1, 1), (1, 1)), groups=3),
+                 np.float32, what="the layout's own tables")
+    far = ph.off.copy()
+    far[-1] = ph.rows * ph.Wb  # past the one gradient plane's buffer
+    wide = ph.widx.copy()
+    wide[0] = 9
+    uneven = ph.start.copy()
+    uneven[4] += 1
+    bad = [dict(off=far), dict(off=-np.ones_like(ph.off)), dict(widx=wide),
+           dict(start=uneven), dict(start=ph.start[:4].copy()), dict(band=3),
+           dict(scratch=ph.scratch - 1)]
+    dx[...] = 7.0
+    for kw in bad:
+        with pytest.raises(ValueError):
+            run(**kw)
+    assert (dx == 7.0).all()
+
+
 # numpy.pad's name for each padding mode
 NUMPY_PAD_MODES = {"zeros": "constant", "constant": "constant", "reflect": "reflect",
                    "symmetric": "symmetric", "replicate": "edge", "circular": "wrap"}
