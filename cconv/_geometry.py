@@ -647,6 +647,9 @@ def make_transpose_geometry(x_shape: Sequence[int], w_shape: Sequence[int],
     x_shape = check_shape4(x_shape, "x")
     w_shape = check_shape4(w_shape, "weight")
     N, Cin, H, W = _from_layout(x_shape, layout)
+    if Cin == 0 or H == 0 or W == 0:  # output_padding alone would make an output of them
+        raise ValueError(f"x must have non-zero channels and spatial size, got shape "
+                         f"{x_shape} ({layout})")
     stride_p = normalize_pair(stride, "stride", minimum=1)
     dilation_p = normalize_pair(dilation, "dilation", minimum=1)
     if weight_layout == "OIHW":

@@ -399,6 +399,9 @@ def make_nd_transpose_geometry(x_shape: object, w_shape: object, dtype: Any, *, 
     xs = check_shape(x_shape, x_name, layout)
     ws = check_shape(w_shape, w_name, weight_layout)
     N, Cin, spatial = from_layout(xs, layout)
+    if Cin == 0 or min(spatial) == 0:  # output_padding alone would make an output of them
+        raise ValueError(f"{x_name} must have non-zero channels and spatial size, got shape "
+                         f"{xs} ({layout})")
     strides = normalize_tuple(stride, "stride", rank, minimum=1)
     dilations = normalize_tuple(dilation, "dilation", rank, minimum=1)
     _, kg, kernel = weight_from_layout(ws, weight_layout)

@@ -236,3 +236,20 @@ def test_transpose_batch_zero():
     y = cconv.conv_transpose2d(x, w, stride=2)
     assert y.shape == (0, 3, 11, 11)
     assert y.dtype == np.float32
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("empty_axis", [0, -1])
+def test_transpose_refuses_an_empty_spatial_axis_even_with_output_padding(rank, empty_axis):
+    # An input with no pixels along an axis has nothing to transpose; output_padding alone
+    # (here 1, below the dilation of 2) would otherwise make a one-pixel output of it.
+    function = {1: cconv.conv_transpose1d, 2: cconv.conv_transpose2d,
+                3: cconv.conv_transpose3d}[rank]
+    spatial = [3] * rank
+    spatial[empty_axis] = 0
+    x = np.zeros((1, 2, *spatial), np.float32)
+    w = np.ones((2, 1) + (1,) * rank, np.float32)
+    with pytest.raises(ValueError, match="x must have non-zero channels and spatial size"):
+        function(x, w, dilation=2, output_padding=1)
+    batch_zero = np.zeros((0, 2) + (3,) * rank, np.float32)  # no images is fine
+    assert function(batch_zero, w, dilation=2, output_padding=1).shape == (0, 1) + (4,) * rank
