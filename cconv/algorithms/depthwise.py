@@ -312,11 +312,8 @@ class _NchwLayout:
         """(C, Kg*R*S): each input channel's filters (one per output channel of its group)
         rotated by 180 degrees; (C, Kg*S*R), column by column, for the column kernel
         (``columns``, default ``columns_bd``)."""
-        g = self.geom
-        per_group = w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S)[..., ::-1, ::-1]
-        columns = self.columns_bd if columns is None else columns
-        order = (0, 2, 1, 4, 3) if columns else (0, 2, 1, 3, 4)
-        return np.ascontiguousarray(per_group.transpose(order)).reshape(g.C, g.Kg * g.R * g.S)
+        return _by_input_channel(self.geom, w[:, :, ::-1, ::-1],
+                                 self.columns_bd if columns is None else columns)
 
     def forward_weight(self, w: Array) -> Array:
         """(K, Cg*R*S) as the forward kernel reads it: (K, Cg*S*R) for the column kernel."""
@@ -371,9 +368,16 @@ class _PhaseLayout:
     def weights(geom: ConvGeometry, w: Array) -> Array:
         """(C, Kg*R*S): each input channel's filters (one per output channel of its group),
         as they are (not flipped)."""
-        g = geom
-        per_group = w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S).transpose(0, 2, 1, 3, 4)
-        return np.ascontiguousarray(per_group).reshape(g.C, g.Kg * g.R * g.S)
+        return _by_input_channel(geom, w, columns=False)
+
+
+def _by_input_channel(g: ConvGeometry, w: Array, columns: bool) -> Array:
+    """(C, Kg*R*S): the (K, Cg, R, S) filters regrouped by input channel, each channel's row
+    holding its filters for the output channels of its group; (C, Kg*S*R), column by
+    column, with ``columns``."""
+    per_group = w.reshape(g.groups, g.Kg, g.Cg, g.R, g.S)
+    order = (0, 2, 1, 4, 3) if columns else (0, 2, 1, 3, 4)
+    return np.ascontiguousarray(per_group.transpose(order)).reshape(g.C, g.Kg * g.R * g.S)
 
 
 class DepthwiseConvolution(Algorithm):
