@@ -19,7 +19,7 @@ from ._kernels import _runtime
 
 LEVELS = ("avx512", "avx2", "base")
 # The kernel modules built per level: cconv._kernels.<stem>_<level>.
-TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows", "_pointwise")
+TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows", "_pointwise", "_blocked")
 
 
 def available_levels() -> List[str]:
@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     # Every level's module has the same interface (its stub is rendered from one template):
     # the type checker sees one of them.
     from ._kernels import (
+        _blocked_base,
         _depthwise_base,
         _pointwise_base,
         _rows_base,
@@ -86,9 +87,11 @@ if TYPE_CHECKING:
     depthwise = _depthwise_base
     rows = _rows_base
     pointwise = _pointwise_base
+    blocked = _blocked_base
 else:
     tiles = _modules.tiles
     winograd = _modules.winograd
     depthwise = _modules.depthwise
     rows = _modules.rows
     pointwise = _modules.pointwise
+    blocked = _modules.blocked

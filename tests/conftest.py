@@ -75,3 +75,21 @@ def pytest_report_header(config):
            else "CCONV_SIMD" if os.environ.get("CCONV_SIMD") else "best available")
     return (f"cconv SIMD level: {_simd.LEVEL} ({how}; this CPU and build: "
             f"{', '.join(_simd.available_levels())})")
+
+
+@pytest.fixture
+def row_kernels(monkeypatch):
+    """The NCHW depthwise geometries of the test run on the row-vector kernels (the
+    channel-blocked path, taken by small planes, is off)."""
+    from cconv.algorithms import depthwise_blocked
+    monkeypatch.setattr(depthwise_blocked, "MAX_PADDED_PIXELS", 0)
+
+
+@pytest.fixture(params=["rows", "blocked"])
+def depthwise_path(request, monkeypatch):
+    """Run the test once on each NCHW depthwise path: the row-vector kernels, and the
+    channel-blocked ones (for every plane size)."""
+    from cconv.algorithms import depthwise_blocked
+    monkeypatch.setattr(depthwise_blocked, "MAX_PADDED_PIXELS",
+                        0 if request.param == "rows" else 1 << 40)
+    return request.param

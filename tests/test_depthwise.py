@@ -113,7 +113,7 @@ def test_few_channels_per_group_match_reference(case, layout, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_all_passes_match_reference(name, layout, dtype):
+def test_all_passes_match_reference(name, layout, dtype, depthwise_path):
     case = CASES[name]
     x, w = _operands(case, dtype)
     b = np.linspace(-1, 1, w.shape[0]).astype(dtype)
@@ -131,7 +131,7 @@ def test_all_passes_match_reference(name, layout, dtype):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_out_alpha_beta_and_transposed(layout):
+def test_out_alpha_beta_and_transposed(layout, depthwise_path):
     case = CASES["stride2"]
     x, w = _operands(case, np.float32)
     kw = _kw(case, layout)
@@ -155,7 +155,7 @@ def test_out_alpha_beta_and_transposed(layout):
 
 
 @pytest.mark.parametrize("form", ["fortran", "sliced", "reversed"])
-def test_non_contiguous_operands(form):
+def test_non_contiguous_operands(form, depthwise_path):
     case = CASES["dilated"]
     x, w = _operands(case, np.float64)
     if form == "fortran":
@@ -175,7 +175,7 @@ def test_non_contiguous_operands(form):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_bitwise_identical_on_any_thread_count(layout):
+def test_bitwise_identical_on_any_thread_count(layout, depthwise_path):
     case = (5, 40, 1, 17, 19, 3, 3, (2, 1), (1, 1), ((1, 1), (1, 1)))
     x, w = _operands(case, np.float32)
     kw = _kw(case, layout)
@@ -194,7 +194,7 @@ def test_bitwise_identical_on_any_thread_count(layout):
             assert np.array_equal(a, b)
 
 
-def test_nan_stays_in_its_window():
+def test_nan_stays_in_its_window(depthwise_path):
     x = np.ones((1, 3, 8, 8), np.float32)
     x[0, 1, 4, 4] = np.nan
     w = np.ones((3, 1, 3, 3), np.float32)
@@ -277,7 +277,7 @@ BAND_CASES = [
 
 @pytest.mark.parametrize("case", BAND_CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_banded_planes_match_reference_on_any_thread_count(case, dtype):
+def test_banded_planes_match_reference_on_any_thread_count(case, dtype, row_kernels):
     from cconv.algorithms.depthwise import MIN_BAND_ROWS, _NchwLayout
     N, C, m, H = case[:4]
     assert _NchwLayout.band(N * C * m, H, 1, 3, 4) < H, "the case must be cut into bands"
@@ -388,7 +388,7 @@ NUMPY_PAD_MODES = {"zeros": "constant", "constant": "constant", "reflect": "refl
 @pytest.mark.parametrize("mode", sorted(NUMPY_PAD_MODES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("left", [0, 1, 2, 3])
-def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype, left):
+def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype, left, row_kernels):
     # The NCHW kernels load a stride-2 row two vectors at a time and split it into its even
     # and odd elements, one per column phase (which phase takes which depends on the parity
     # of the left padding): widths around one and two vectors (4 to 16 lanes), the last rows
@@ -423,7 +423,7 @@ def test_stride2_rows_of_any_width_and_padding_mode(width, mode, dtype, left):
 
 @pytest.mark.parametrize("R, S", [(1, 1), (3, 3), (1, 13), (5, 5), (7, 7), (11, 11)])
 @pytest.mark.parametrize("groups, cg", [(6, 1), (2, 3)])
-def test_nchw_weight_gradient_in_tap_passes_on_any_thread_count(R, S, groups, cg):
+def test_nchw_weight_gradient_in_tap_passes_on_any_thread_count(R, S, groups, cg, row_kernels):
     # The NCHW weight gradient sums a plane's taps in passes of up to 12 (1, 9, 13 = 7 + 6,
     # 25 = 9 + 8 + 8, 49, 121 taps), its channels split into one run per thread: every tap
     # against the reference, and the same bits on 1, 2, 3 and 5 threads (runs of 6 channels
@@ -500,6 +500,7 @@ def test_stride2_data_gradient_by_phases(n, groups, cg, kg, h, w, r, s, pads, dt
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(depthwise.kernels, "backward_data_phases_nchw",
                       lambda *a, **k: calls.append(1) or kernel(*a, **k))
+        patch.setattr(depthwise.blocked, "MAX_PADDED_PIXELS", 0)  # the row kernels' test
         for threads in (1, 3):
             dx = cconv.conv2d_backward_data(gy, wt, x_shape, num_threads=threads, **kw)
             assert_close(dx, dx_ref, dtype, what=f"backward_data, {threads} threads")

@@ -18,6 +18,9 @@ from cconv.algorithms.depthwise import DepthwiseConvolution
 from support.checks import assert_close
 from support.reference import ref_backward_data, ref_conv2d
 
+# the row-vector kernels' tests: the channel-blocked path (small planes) is off
+pytestmark = pytest.mark.usefixtures("row_kernels")
+
 
 @pytest.fixture(autouse=True, scope="module")
 def columns_at_every_width():

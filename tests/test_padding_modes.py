@@ -370,7 +370,7 @@ def test_transpose_accepts_padding_value_and_ignores_it():
 @pytest.mark.parametrize("stride, dilation, pads", [
     ((1, 1), (1, 1), ((5, 2), (4, 3))), ((1, 2), (2, 1), ((5, 2), (4, 3))),
     ((2, 3), (1, 2), ((5, 2), (4, 3))), ((1, 1), (1, 1), ((40, 3), (0, 33)))])
-def test_depthwise_kernels_build_and_fold_each_mode(mode, stride, dilation, pads):
+def test_depthwise_kernels_build_and_fold_each_mode(mode, stride, dilation, pads, depthwise_path):
     """The depthwise kernels build the padding in their band buffers and fold the data
     gradient as they store it (no padded copy): tall planes cut into bands on several
     threads, column phases of a stride, paddings wider than a band (where the mode allows)."""

@@ -206,7 +206,7 @@ def test_many_tap_filter_banks_fold_after_the_column_kernel(mode, k, r, pad):
     (1, 1, ((1, 2), (2, 1)), 33),
     (1, 2, ((0, 2), (2, 0)), 50),
 ])
-def test_depthwise_fold_on_the_column_kernel(mode, mult, stride, pads, width):
+def test_depthwise_fold_on_the_column_kernel(mode, mult, stride, pads, width, row_kernels):
     """Depthwise 3x3 (multiplier 1 or 2) with a padding mode: the image's columns on the
     column kernel, the padding's pixels on the plain kernel's taps, folded by the kernel."""
     rng = np.random.default_rng(12)

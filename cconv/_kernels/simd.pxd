@@ -13,6 +13,7 @@ cdef extern from "simd.h" nogil:
     void vec_float_deinterleave(const float *p, vec_float *even, vec_float *odd) noexcept
     void vec_float_interleave(vec_float even, vec_float odd, vec_float *low,
                               vec_float *high) noexcept
+    void vec_float_transpose(vec_float *r) noexcept
     vec_double vec_double_load(const double *p) noexcept
     void vec_double_store(double *p, vec_double v) noexcept
     vec_double vec_double_zero() noexcept
@@ -21,3 +22,4 @@ cdef extern from "simd.h" nogil:
     void vec_double_deinterleave(const double *p, vec_double *even, vec_double *odd) noexcept
     void vec_double_interleave(vec_double even, vec_double odd, vec_double *low,
                                vec_double *high) noexcept
+    void vec_double_transpose(vec_double *r) noexcept

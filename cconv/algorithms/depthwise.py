@@ -18,6 +18,10 @@ activations in place instead, in the layout they come in:
   stride phases of the input gradient instead, each with only its own taps (no
   multiply-adds on the spread-out gradient's zeros, ``_PhaseLayout``); backward-weight
   takes dot products of gradient rows with buffer rows.
+* NCHW depthwise (one input channel per group) on small planes, and some larger strided
+  ones: the channel-blocked kernels of ``depthwise_blocked`` (a vector's worth of channels
+  at a time, transposed into pixel vectors), where a plane's fixed costs would dominate the
+  row kernels; which passes and planes is that module's measured rule (``applies``).
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
   registers across a pixel's taps; no padding is materialised.
 
@@ -55,6 +59,7 @@ import numpy.typing as npt
 
 from .. import _boundary
 from .._simd import depthwise as kernels
+from . import depthwise_blocked as blocked
 from .base import OPS, Algorithm, memory_layout
 from .direct import NO_BIAS, DirectConvolution
 
@@ -406,6 +411,7 @@ class DepthwiseConvolution(Algorithm):
                       g.pads[1][0])
         self._nchw = _NchwLayout(g, kernels.VECTOR_LENGTH[g.dtype.name], kernels.COLUMN_BLOCK)
         self._forward_calls: Dict[int, Tuple[Taps, Tuple[Any, ...], int]] = {}
+        self._blocked: Optional[blocked.BlockedLayout] = None
         (pt, pb), (pl, pr) = g.pads
         # the padding the NCHW band fills build: padded index -> input index (-1: the value)
         self._padding = (_boundary.padded_source(g.H, pt, pb, g.padding_mode),
@@ -509,10 +515,21 @@ class DepthwiseConvolution(Algorithm):
                                  y.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                  self._tap_lists(nthreads), nthreads)
             return
+        if blocked.applies(g, "forward"):
+            bl = self._blocked_layout()
+            bl.forward(x, w, y, b, alpha, beta,
+                       self._scratch(bl.scratch_elements("forward"), nthreads), nthreads)
+            return
         taps, args, scratch = self._forward_args(nthreads)
         self._run_nchw(kernels.forward_nchw, x, lay.forward_weight(w), y, b, alpha, beta, taps,
                        args, self._scratch(scratch, nthreads), nthreads,
                        column_rows=g.R if lay.columns else 0)
+
+    def _blocked_layout(self) -> blocked.BlockedLayout:
+        """The channel-blocked kernels' tables (built on first use)."""
+        if self._blocked is None:
+            self._blocked = blocked.BlockedLayout(self.geom, blocked.vector_length(self.geom))
+        return self._blocked
 
     def _forward_args(self, nthreads: int) -> Tuple[Taps, Tuple[Any, ...], int]:
         """(taps, the kernel's layout arguments, scratch elements per thread) of the NCHW
@@ -546,6 +563,12 @@ class DepthwiseConvolution(Algorithm):
             # put NaN where the definition (a scatter over existing outputs) has none
             DirectConvolution.for_geometry(g).backward_data(dy, w, dx, alpha, beta, nthreads,
                                                             bias=bias)
+            return
+        if blocked.applies(g, "backward_data"):
+            bl = self._blocked_layout()
+            bl.backward_data(dy, w, dx, b, alpha, beta,
+                             self._scratch(bl.scratch_elements("backward_data"), nthreads),
+                             nthreads)
             return
         if self._by_phases():
             ph = lay.phases(nthreads)
@@ -629,6 +652,11 @@ class DepthwiseConvolution(Algorithm):
                                          partial, *self._args, g.R, g.S, nthreads)
             total = partial.sum(axis=0)  # the splits in a fixed order
             return np.ascontiguousarray(total.T, g.dtype).reshape(g.K, 1, g.R, g.S)
+        if blocked.applies(g, "backward_weight"):
+            bl = self._blocked_layout()
+            return bl.backward_weight(
+                dy, x, self._scratch(bl.scratch_elements("backward_weight"), nthreads),
+                nthreads)
         lay = self._nchw
         grad = np.empty((g.K, g.Cg * RS), np.float64)
         kernels.backward_weight_nchw(np.ascontiguousarray(dy), np.ascontiguousarray(x), grad,
@@ -651,6 +679,11 @@ class DepthwiseConvolution(Algorithm):
             k = g.kernel_geometry
             return (k.N * k.C * k.H * k.W * item
                     + DepthwiseConvolution.for_geometry(k).workspace_bytes(op, nthreads))
+        if not nhwc and blocked.applies(g, op):
+            bl = self._blocked_layout()
+            weights = g.R * g.S * bl.kpad * item  # the regrouped weights / partial sums
+            return int(nthreads * bl.scratch_elements(op) * item
+                       + weights * (g.N if op == "backward_weight" else 1))
         if op == "forward":
             return int(nthreads * (taps if nhwc else lay.forward_band(nthreads)[3] * item))
         if op == "backward_data":

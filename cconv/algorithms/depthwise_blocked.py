@@ -1,0 +1,231 @@
+"""The channel-blocked path of the NCHW depthwise kernels, for small planes.
+
+The row-vector NCHW kernels vectorise along a plane's rows; on a plane of a few vectors per
+row (MobileNet's 28x28 and smaller) a plane's fixed costs (the fill, the partial vectors at
+its edges, a stride's column phases) are most of its time.  The channel-blocked kernels
+(``cconv/_kernels/_blocked.pyx.tp``) take a vector's worth of channels at a time instead:
+their planes transposed into pixel vectors in a per-thread buffer (with the padding,
+whatever its mode), every tap a weight vector, output pixels in register blocks, the result
+transposed back.  This module builds their tables: the padding maps, the output grids
+("phases") with their taps, and the per-thread scratch.
+
+* Forward: one phase, the padded input read at the stride.
+* Data gradient (multiplier 1, zero padding): for stride ``(sh, sw)``, ``sh * sw`` phases
+  of the input gradient; the pixel ``(a + sh i, b + sw j)`` takes filter tap ``(r, s)``
+  when ``a + pt - r dh`` and ``b + pl - s dw`` divide by the stride, from output-gradient
+  pixel ``(i + (a + pt - r dh) / sh, j + (b + pl - s dw) / sw)``: a stride-1
+  correlation of the zero-padded gradient with that phase's taps only.
+* Weight gradient: per image and tap, the gradient's pixel vectors times the padded
+  input's; the images' partial sums added in order (the result does not depend on the
+  thread count).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+
+import numpy as np
+import numpy.typing as npt
+
+from .. import _boundary
+from .._simd import blocked as kernels
+
+if TYPE_CHECKING:
+    from .._geometry import ConvGeometry
+
+Array = npt.NDArray[Any]
+Table = npt.NDArray[np.int64]
+
+# Which geometries take the channel-blocked path, per pass (``applies``): from one-off loops
+# of the public calls, medians, AMD EPYC Zen 5, MobileNetV2's depthwise 3x3 layers on 8
+# images, time of the row-vector kernels over the channel-blocked ones (> 1: blocked
+# faster), forward / data gradient / weight gradient, 1 and 2 threads:
+#
+#   layer        AVX-512 kernels 1t      2t                  AVX2 kernels 1t     2t
+#   32 @112 s1   0.98/1.10/2.22   1.19/1.16/2.13   1.15/1.12/1.13   1.10/1.05/0.90
+#   96 @112 s2   1.59/0.75/2.00   1.41/0.76/1.76   1.60/0.94/1.64   1.54/0.96/1.61
+#   144 @56 s1   0.90/0.89/1.97   0.95/0.84/1.59   0.94/0.91/0.86   1.05/0.98/0.86
+#   144 @56 s2   0.89/0.76/1.06   1.10/0.82/1.03   1.22/1.13/1.08   1.29/1.06/1.01
+#   192 @28 s1   1.01/0.87/1.36   1.10/0.96/1.32   1.12/1.04/1.05   1.20/1.08/1.01
+#   192 @28 s2   1.22/1.22/1.63   1.26/1.04/1.57   1.57/1.54/1.72   1.57/1.28/1.60
+#   384 @14 s1   1.56/1.25/2.03   1.60/1.30/2.08   1.70/1.40/1.76   1.98/1.50/1.66
+#   576 @14 s2   2.22/1.94/3.31   2.32/1.81/3.23   1.99/1.93/2.45   2.31/1.75/2.93
+#   960 @7 s1    2.75/2.37/3.48   3.20/2.40/3.46   2.11/1.71/2.53   2.79/2.02/2.75
+#
+# So: every pass on a padded plane of at most SMALL_PLANE pixels (up to 30x30: MobileNet's
+# 28x28 with its padding), except the stride-1 data gradient, which gains from
+# SMALL_GRADIENT_PLANE down; beyond that, the forward pass and the weight gradient at
+# stride 2 in both axes, and the AVX-512 weight gradient at any stride, as long as a
+# thread's buffers stay within BUFFER_BYTES (a core's L2 holds them; 112x112 at 16 float
+# channels a vector is 1.6 MiB and keeps the row kernels).
+SMALL_PLANE = 32 * 32
+SMALL_GRADIENT_PLANE = 16 * 16
+BUFFER_BYTES = 1 << 20
+# (tests set this to 0 to keep every plane on the row kernels, or huge to send them all
+# here: the names above are then ignored)
+MAX_PADDED_PIXELS: Optional[int] = None
+
+
+class BlockedLayout:
+    """The tables of the channel-blocked kernels for one geometry (``vl`` channels a
+    vector): see the module docstring."""
+
+    def __init__(self, geom: ConvGeometry, vl: int) -> None:
+        g = self.geom = geom
+        self.vl = vl
+        (pt, pb), (pl, pr) = g.pads
+        self.kpad = -(-g.K // vl) * vl
+        # forward / weight gradient: the input padded by the geometry's mode
+        self.row_src = _boundary.padded_source(g.H, pt, pb, g.padding_mode)
+        self.col_src = _boundary.padded_source(g.W, pl, pr, g.padding_mode)
+        self.value = g.padding_value if g.padding_mode == "constant" else 0.0
+        Wp = g.W + pl + pr
+        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
+        self.off = self._frozen(((r * g.dilation[0] * Wp + s * g.dilation[1]) * vl).ravel())
+        self.widx = self._frozen(np.arange(g.R * g.S))
+        self.phases = self._frozen(np.array(
+            [[0, g.OW, 1, g.OH, g.OW, g.stride[0], g.stride[1], 0, g.R * g.S]]))
+        self.scratch = ((g.H + pt + pb) * Wp + g.OH * g.OW) * vl
+        self._data: Tuple[Any, ...] = ()
+        for table in (self.row_src, self.col_src):
+            table.setflags(write=False)
+
+    @staticmethod
+    def _frozen(values: Any) -> Table:
+        table = np.ascontiguousarray(values, dtype=np.int64)
+        table.setflags(write=False)  # shared by every call
+        return table
+
+    def weights(self, w: Array) -> Array:
+        """(R*S, Kpad): each tap's weights of every output channel side by side, zero past
+        the last channel."""
+        g = self.geom
+        wt = np.zeros((g.R * g.S, self.kpad), g.dtype)
+        wt[:, :g.K] = w.reshape(g.K, g.R * g.S).T
+        return wt
+
+    def scratch_elements(self, op: str) -> int:
+        """Elements of one thread's buffers for pass ``op``."""
+        return int(self.data_gradient()[-1] if op == "backward_data" else self.scratch)
+
+    def forward(self, x: Array, w: Array, y: Array, bias: Array, alpha: float, beta: float,
+                scratch: Array, nthreads: int) -> None:
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (NCHW views, ``bias`` possibly
+        empty)."""
+        g = self.geom
+        (pt, _), (pl, _) = g.pads
+
+        def call(out: Array, a: float, b: float) -> None:
+            kernels.correlate(np.ascontiguousarray(x), self.weights(w), out, bias,
+                              self.row_src, self.col_src, pt, pl, self.value, g.Kg,
+                              self.phases, self.off, self.widx, a, b, scratch, nthreads)
+        _into(y, alpha, beta, call)
+
+    def backward_data(self, dy: Array, w: Array, dx: Array, bias: Array, alpha: float,
+                      beta: float, scratch: Array, nthreads: int) -> None:
+        """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (multiplier 1,
+        zero padding)."""
+        row_src, col_src, top, left, phases, off, widx, _ = self.data_gradient()
+
+        def call(out: Array, a: float, b: float) -> None:
+            kernels.correlate(np.ascontiguousarray(dy), self.weights(w), out, bias, row_src,
+                              col_src, top, left, 0.0, 1, phases, off, widx, a, b, scratch,
+                              nthreads)
+        _into(dx, alpha, beta, call)
+
+    def backward_weight(self, dy: Array, x: Array, scratch: Array, nthreads: int) -> Array:
+        """The weight gradient as a new contiguous (K, 1, R, S) array: per-image sums added
+        in order, whatever the thread count."""
+        g = self.geom
+        (pt, _), (pl, _) = g.pads
+        partial = np.empty((g.N, g.R * g.S, self.kpad), g.dtype)
+        kernels.weight(np.ascontiguousarray(dy), np.ascontiguousarray(x), partial,
+                       self.row_src, self.col_src, pt, pl, self.value, g.Kg, g.stride[0],
+                       g.stride[1], self.off, scratch, nthreads)
+        total = partial.sum(axis=0, dtype=np.float64)
+        return np.ascontiguousarray(total[:, :g.K].T, g.dtype).reshape(g.K, 1, g.R, g.S)
+
+    def data_gradient(self) -> Tuple[Any, ...]:
+        """(row_src, col_src, pt, pl, phases, off, widx, scratch) of the data gradient: the
+        output gradient zero-padded so that every phase's taps read inside it."""
+        if not self._data:
+            self._data = self._data_gradient()
+        return self._data
+
+    def _data_gradient(self) -> Tuple[Any, ...]:
+        g = self.geom
+        (sh, sw), (dh, dw) = g.stride, g.dilation
+        (pt, _), (pl, _) = g.pads
+        grids = []
+        for a in range(min(sh, g.H)):
+            rows = [(r, (a + pt - r * dh) // sh) for r in range(g.R)
+                    if (a + pt - r * dh) % sh == 0]
+            for b in range(min(sw, g.W)):
+                cols = [(s, (b + pl - s * dw) // sw) for s in range(g.S)
+                        if (b + pl - s * dw) % sw == 0]
+                grids.append((a, b, -(-(g.H - a) // sh), -(-(g.W - b) // sw),
+                              [(r * g.S + s, er, es) for r, er in rows for s, es in cols]))
+        shifts = [(er, es) for *_, taps in grids for _, er, es in taps]
+        top = max([0] + [-er for er, _ in shifts])
+        left = max([0] + [-es for _, es in shifts])
+        # rows / columns of the padded gradient the grids reach, at least the gradient
+        height = max([g.OH + top] + [n + er + top for _, _, n, _, taps in grids
+                                      for _, er, _ in taps])
+        width = max([g.OW + left] + [m + es + left for _, _, _, m, taps in grids
+                                      for _, _, es in taps])
+        phases: List[List[int]] = []
+        off: List[int] = []
+        widx: List[int] = []
+        for a, b, n, m, taps in grids:
+            phases.append([a * g.W + b, sh * g.W, sw, n, m, 1, 1, len(off),
+                           len(off) + len(taps)])
+            off += [((er + top) * width + es + left) * self.vl for _, er, es in taps]
+            widx += [t for t, _, _ in taps]
+        row_src = _boundary.padded_source(g.OH, top, height - g.OH - top, "zeros")
+        col_src = _boundary.padded_source(g.OW, left, width - g.OW - left, "zeros")
+        tables = [self._frozen(t) for t in (row_src, col_src, phases, off, widx)]
+        scratch = (height * width + g.H * g.W) * self.vl
+        return (tables[0], tables[1], top, left, tables[2], tables[3], tables[4], scratch)
+
+
+def applies(geom: ConvGeometry, op: str) -> bool:
+    """True when the channel-blocked kernels take pass ``op`` of this NCHW depthwise
+    geometry (one input channel per group, a nonempty image and output; the data gradient
+    with multiplier 1 and zero padding): see ``SMALL_PLANE``.  The thread count plays no
+    part: the two paths sum in different orders, and results must not depend on it."""
+    g = geom
+    (pt, pb), (pl, pr) = g.pads
+    padded = (g.H + pt + pb) * (g.W + pl + pr)
+    if g.Cg != 1 or padded == 0 or g.H * g.W == 0 or g.OH * g.OW == 0:
+        return False
+    if op == "backward_data" and (g.Kg != 1 or g.padding_mode != "zeros"):
+        return False
+    if MAX_PADDED_PIXELS is not None:
+        return padded <= MAX_PADDED_PIXELS
+    strided = g.stride[0] >= 2 and g.stride[1] >= 2
+    vector_bytes = vector_length(g) * g.dtype.itemsize
+    fits = (padded + g.OH * g.OW) * vector_bytes <= BUFFER_BYTES
+    if op == "backward_data":
+        return padded <= (SMALL_PLANE if strided else SMALL_GRADIENT_PLANE)
+    if padded <= SMALL_PLANE:
+        return True
+    if op == "forward":
+        return strided and fits
+    return (strided or vector_bytes == 64) and fits
+
+
+def vector_length(geom: ConvGeometry) -> int:
+    """Channels per vector of the kernels for ``geom``'s dtype."""
+    return int(kernels.VECTOR_LENGTH[geom.dtype.name])
+
+
+def _into(y: Array, alpha: float, beta: float,
+          call: Callable[[Array, float, float], None]) -> None:
+    """``call(out, alpha, beta)`` into ``y``, or into a temporary when ``y`` is not
+    contiguous (the epilogue then applied on the copy)."""
+    if y.flags.c_contiguous:
+        call(y, alpha, beta)
+        return
+    tmp = np.empty(y.shape, y.dtype)
+    call(tmp, 1.0, 0.0)
+    y[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * y
