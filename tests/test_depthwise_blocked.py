@@ -206,6 +206,13 @@ def test_kernels_refuse_tables_that_read_or_write_outside():
     phases = good["phases"].copy()
     phases[0, 8] += 1  # a tap past the table
     bad.append(dict(phases=phases))
+    phases = good["phases"].copy()
+    phases[0, 9] = 2  # neither single taps nor triples
+    bad.append(dict(phases=phases))
+    assert good["phases"][0, 9] == 1  # 3x3 at stride 1: the taps go as triples ...
+    off = good["off"].copy()
+    off[[0, 1]] = off[[1, 0]]  # ... so a triple of taps that are not neighbours is refused
+    bad.append(dict(off=off))
     widx = good["widx"].copy()
     widx[4] = 9  # a weight row past the 9 taps
     bad.append(dict(widx=widx))

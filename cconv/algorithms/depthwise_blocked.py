@@ -84,7 +84,8 @@ class BlockedLayout:
         self.off = self._frozen(((r * g.dilation[0] * Wp + s * g.dilation[1]) * vl).ravel())
         self.widx = self._frozen(np.arange(g.R * g.S))
         self.phases = self._frozen(np.array(
-            [[0, g.OW, 1, g.OH, g.OW, g.stride[0], g.stride[1], 0, g.R * g.S]]))
+            [[0, g.OW, 1, g.OH, g.OW, g.stride[0], g.stride[1], 0, g.R * g.S,
+              int(g.stride[1] == 1 and g.dilation[1] == 1 and g.S == 3)]]))
         self.scratch = ((g.H + pt + pb) * Wp + g.OH * g.OW) * vl
         self._data: Tuple[Any, ...] = ()
         for table in (self.row_src, self.col_src):
@@ -177,8 +178,14 @@ class BlockedLayout:
         off: List[int] = []
         widx: List[int] = []
         for a, b, n, m, taps in grids:
+            # a row's taps by increasing offset; 3-wide rows of neighbours go as triples
+            taps = sorted(taps, key=lambda tap: (tap[1], tap[2]))
+            triples = (len(taps) % 3 == 0 and all(
+                taps[i + 1][1:] == (taps[i][1], taps[i][2] + 1)
+                and taps[i + 2][1:] == (taps[i][1], taps[i][2] + 2)
+                for i in range(0, len(taps), 3)))
             phases.append([a * g.W + b, sh * g.W, sw, n, m, 1, 1, len(off),
-                           len(off) + len(taps)])
+                           len(off) + len(taps), int(triples and len(taps) > 0)])
             off += [((er + top) * width + es + left) * self.vl for _, er, es in taps]
             widx += [t for t, _, _ in taps]
         row_src = _boundary.padded_source(g.OH, top, height - g.OH - top, "zeros")
