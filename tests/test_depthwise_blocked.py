@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import cconv
 from cconv.algorithms import depthwise_blocked as blocked
 from support.checks import assert_close
-from support.reference import ref_backward_data, ref_backward_weight, ref_conv2d
+from support.reference import (fold_reference, ref_backward_data, ref_backward_weight,
+                               ref_conv2d)
 
 NUMPY_MODE = {"zeros": "constant", "constant": "constant", "reflect": "reflect",
               "symmetric": "symmetric", "replicate": "edge", "circular": "wrap"}
@@ -78,8 +79,9 @@ def test_random_shapes_match_reference(n, c, mult, h, w, r, s, sh, sw, dh, dw, p
     xp = _padded(x.astype(np.float64), padding, mode, value)
     y_ref = ref_conv2d(xp, wt.astype(np.float64), bias.astype(np.float64), **ref_kw)
     dw_ref = ref_backward_weight(gy.astype(np.float64), xp, wt.shape, **ref_kw)
-    dx_ref = ref_backward_data(gy.astype(np.float64), wt.astype(np.float64), x.shape,
-                               pads=padding, **ref_kw)
+    # a mode's data gradient: the padded input's, each padding pixel's folded back
+    dx_ref = fold_reference(ref_backward_data(gy.astype(np.float64), wt.astype(np.float64),
+                                              xp.shape, **ref_kw), (h, w), padding, mode)
     results = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(blocked, "MAX_PADDED_PIXELS", 1 << 40)
@@ -90,13 +92,13 @@ def test_random_shapes_match_reference(n, c, mult, h, w, r, s, sh, sw, dh, dw, p
             results.append((y, gw))
             assert_close(y, y_ref, dtype, what=f"forward, {threads} threads")
             assert_close(gw, dw_ref, dtype, what=f"backward_weight, {threads} threads")
-            if mode == "zeros":  # the data gradient of a mode folds: the row kernels' job
-                dx = cconv.conv2d_backward_data(gy, wt, x.shape, num_threads=threads, **kw)
-                assert_close(dx, dx_ref, dtype, what=f"backward_data, {threads} threads")
-                results[-1] += (dx,)
+            dx = cconv.conv2d_backward_data(gy, wt, x.shape, num_threads=threads, **kw)
+            assert_close(dx, dx_ref, dtype, what=f"backward_data, {threads} threads")
+            results[-1] += (dx,)
     for first, other in zip(results[0], results[1]):
         assert np.array_equal(first, other)  # any thread count: the same bits
-    assert spy.calls["correlate"] == 2 + 2 * (mode == "zeros" and mult == 1)
+    # (a multiplier's data gradient sums planes: the row kernels' job)
+    assert spy.calls["correlate"] == 2 + 2 * (mult == 1)
     assert spy.calls["weight"] == 2
 
 
@@ -158,8 +160,8 @@ def test_which_passes_take_the_blocked_path():
     assert not takes(32, 112, 1, "backward_weight")  # 1.6 MiB of AVX-512 buffers
     wide = blocked.vector_length(make_geometry((1, 16, 8, 8), (16, 1, 3, 3), groups=16))
     assert takes(144, 56, 1, "backward_weight") == (wide * 4 == 64)
-    # the data gradient of a mode folds, a multiplier sums planes: the row kernels
-    assert not takes(96, 14, 1, "backward_data", padding_mode="reflect")
+    # a mode's data gradient folds in the kernel; a multiplier's sums planes: row kernels
+    assert takes(96, 14, 1, "backward_data", padding_mode="reflect")
     assert takes(96, 14, 1, "forward", padding_mode="reflect")
     geom = make_geometry((2, 8, 9, 9), (16, 1, 3, 3), padding=1, groups=8)
     assert blocked.applies(geom, "forward") and not blocked.applies(geom, "backward_data")

@@ -10,11 +10,13 @@ transposed back.  This module builds their tables: the padding maps, the output 
 ("phases") with their taps, and the per-thread scratch.
 
 * Forward: one phase, the padded input read at the stride.
-* Data gradient (multiplier 1, zero padding): for stride ``(sh, sw)``, ``sh * sw`` phases
+* Data gradient (multiplier 1): for stride ``(sh, sw)``, ``sh * sw`` phases
   of the input gradient; the pixel ``(a + sh i, b + sw j)`` takes filter tap ``(r, s)``
   when ``a + pt - r dh`` and ``b + pl - s dw`` divide by the stride, from output-gradient
   pixel ``(i + (a + pt - r dh) / sh, j + (b + pl - s dw) / sw)``: a stride-1
-  correlation of the zero-padded gradient with that phase's taps only.
+  correlation of the zero-padded gradient with that phase's taps only.  For a padding
+  mode the phases cover the padded input, and the kernel adds each padding pixel's gradient
+  onto the pixel it copies before storing the image's.
 * Weight gradient: per image and tap, the gradient's pixel vectors times the padded
   input's; the images' partial sums added in order (the result does not depend on the
   thread count).
@@ -107,7 +109,7 @@ class BlockedLayout:
 
     def scratch_elements(self, op: str) -> int:
         """Elements of one thread's buffers for pass ``op``."""
-        return int(self.data_gradient()[-1] if op == "backward_data" else self.scratch)
+        return int(self.data_gradient()[7] if op == "backward_data" else self.scratch)
 
     def forward(self, x: Array, w: Array, y: Array, bias: Array, alpha: float, beta: float,
                 scratch: Array, nthreads: int) -> None:
@@ -124,14 +126,14 @@ class BlockedLayout:
 
     def backward_data(self, dy: Array, w: Array, dx: Array, bias: Array, alpha: float,
                       beta: float, scratch: Array, nthreads: int) -> None:
-        """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (multiplier 1,
-        zero padding)."""
-        row_src, col_src, top, left, phases, off, widx, _ = self.data_gradient()
+        """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (multiplier 1; a
+        padding mode's gradient folded in the kernel)."""
+        row_src, col_src, top, left, phases, off, widx, _, folding = self.data_gradient()
 
         def call(out: Array, a: float, b: float) -> None:
             kernels.correlate(np.ascontiguousarray(dy), self.weights(w), out, bias, row_src,
                               col_src, top, left, 0.0, 1, phases, off, widx, a, b, scratch,
-                              nthreads)
+                              nthreads, *folding)
         _into(dx, alpha, beta, call)
 
     def backward_weight(self, dy: Array, x: Array, scratch: Array, nthreads: int) -> Array:
@@ -147,14 +149,18 @@ class BlockedLayout:
         return np.ascontiguousarray(total[:, :g.K].T, g.dtype).reshape(g.K, 1, g.R, g.S)
 
     def data_gradient(self) -> Tuple[Any, ...]:
-        """(row_src, col_src, pt, pl, phases, off, widx, scratch) of the data gradient: the
-        output gradient zero-padded so that every phase's taps read inside it."""
+        """(row_src, col_src, pt, pl, phases, off, widx, scratch, folding) of the data
+        gradient: the output gradient zero-padded so that every phase's taps read inside
+        it; ``folding`` () for zero padding, else the kernel's fold maps and offsets (the
+        input's padding maps)."""
         if not self._data:
             self._data = self._data_gradient()
         return self._data
 
     def _data_gradient(self) -> Tuple[Any, ...]:
-        g = self.geom
+        # a padding mode: the gradient of the padded input (its zero-padding problem), each
+        # padding pixel then folded onto the pixel it copies (the kernel's fold_rows / cols)
+        g = self.geom.kernel_geometry
         (sh, sw), (dh, dw) = g.stride, g.dilation
         (pt, _), (pl, _) = g.pads
         grids = []
@@ -192,20 +198,25 @@ class BlockedLayout:
         col_src = _boundary.padded_source(g.OW, left, width - g.OW - left, "zeros")
         tables = [self._frozen(t) for t in (row_src, col_src, phases, off, widx)]
         scratch = (height * width + g.H * g.W) * self.vl
-        return (tables[0], tables[1], top, left, tables[2], tables[3], tables[4], scratch)
+        folding: Tuple[Any, ...] = ()
+        if g is not self.geom:
+            (top_pad, _), (left_pad, _) = self.geom.pads
+            folding = (self.row_src, self.col_src, top_pad, left_pad)
+        return (tables[0], tables[1], top, left, tables[2], tables[3], tables[4], scratch,
+                folding)
 
 
 def applies(geom: ConvGeometry, op: str) -> bool:
     """True when the channel-blocked kernels take pass ``op`` of this NCHW depthwise
     geometry (one input channel per group, a nonempty image and output; the data gradient
-    with multiplier 1 and zero padding): see ``SMALL_PLANE``.  The thread count plays no
+    with multiplier 1): see ``SMALL_PLANE``.  The thread count plays no
     part: the two paths sum in different orders, and results must not depend on it."""
     g = geom
     (pt, pb), (pl, pr) = g.pads
     padded = (g.H + pt + pb) * (g.W + pl + pr)
     if g.Cg != 1 or padded == 0 or g.H * g.W == 0 or g.OH * g.OW == 0:
         return False
-    if op == "backward_data" and (g.Kg != 1 or g.padding_mode != "zeros"):
+    if op == "backward_data" and g.Kg != 1:
         return False
     if MAX_PADDED_PIXELS is not None:
         return padded <= MAX_PADDED_PIXELS
