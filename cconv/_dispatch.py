@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _find_cache
-from .algorithms import ALGORITHMS, implementation, usable, why_not
+from .algorithms import ALGORITHMS, depthwise_blocked, implementation, usable, why_not
 from .algorithms import OPS as OPS  # part of this module's interface (callers check ``op``)
 from .algorithms.direct import runs_on_rows
 from .algorithms.gemm import pointwise
@@ -261,8 +261,12 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     every pass of the layers timed, except one run of the NCHW stride-2 weight gradient at
     0.83x, which a later run put at 1.3-1.4x (:data:`DEPTHWISE_MEASUREMENTS`).  With two to
     four input channels per group, at stride 1 only: 1.3-8.9x there, while ResNet-50's
-    stride-2 7x7 stem measured 0.43-1.1x (:data:`FEW_CHANNEL_MEASUREMENTS`); and for the
-    weight gradient only below :data:`FEW_CHANNEL_DIRECT_WEIGHT_TAPS` output channels times
+    stride-2 7x7 stem measured 0.43-1.1x (:data:`FEW_CHANNEL_MEASUREMENTS`).  The weight
+    gradient of a filter bank over a one- to four-channel image (one group, at least a
+    vector of output channels) at any stride: its own kernel, output channels in the lanes,
+    1.1-2.9x the direct algorithm and 1.1-2.2x the row kernels, ResNet-50's stem included
+    (``depthwise_blocked.FEW_CHANNEL_WEIGHT_MEASUREMENTS``); other grouped layers' weight
+    gradient only below :data:`FEW_CHANNEL_DIRECT_WEIGHT_TAPS` output channels times
     taps per group: with 64 outputs of 5x5 the direct kernel measured 1.1-1.3x faster, with
     up to 128 of 3x3 the few-channel kernels 1.1-1.8x (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`);
     and for the data gradient only with fewer than
@@ -285,6 +289,9 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     candidates = usable(geom, op)
     if runs_on_rows(geom, op) and max(geom.Cg, geom.Kg) >= ROW_MIN_CHANNELS:
         return "direct"  # ROW_KERNEL_MEASUREMENTS
+    if (op == "backward_weight" and "depthwise" in candidates
+            and depthwise_blocked.few_channel_weights(geom)):
+        return "depthwise"  # depthwise_blocked.FEW_CHANNEL_WEIGHT_MEASUREMENTS
     few_channel_weight = (op == "backward_weight" and geom.Cg > 1
                           and geom.Kg * geom.R * geom.S >= FEW_CHANNEL_DIRECT_WEIGHT_TAPS)
     few_channel_grad = (op == "backward_data" and 1 < geom.Cg <= 4

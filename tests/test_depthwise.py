@@ -229,14 +229,20 @@ def test_auto_uses_the_depthwise_kernels_where_they_measured_faster():
     dense = make_geometry((2, 16, 14, 14), (16, 8, 3, 3), padding=1, groups=2)
     for geom in (stem, dense):
         assert cconv._dispatch.heuristic(geom, "forward") != "depthwise"
-    # _dispatch.FEW_CHANNEL_WEIGHT_MEASUREMENTS: a few-channel weight gradient with many
-    # output channels times taps runs on the direct kernel, with fewer on the few-channel ones
+    # _dispatch.FEW_CHANNEL_WEIGHT_MEASUREMENTS: a grouped few-channel weight gradient with
+    # many output channels times taps per group runs on the direct kernel, with fewer on the
+    # few-channel ones; one group over a few-channel image always on the few-channel
+    # weight kernel (depthwise_blocked.FEW_CHANNEL_WEIGHT_MEASUREMENTS), stem included
     taps = cconv._dispatch.FEW_CHANNEL_DIRECT_WEIGHT_TAPS
-    bank = make_geometry((2, 3, 32, 32), (-(-taps // 25), 3, 5, 5), padding=2)
-    assert cconv._dispatch.heuristic(bank, "backward_weight") == "direct"
-    assert cconv._dispatch.heuristic(bank, "forward") == "depthwise"
+    kg = -(-taps // 25)
+    grouped = make_geometry((2, 6, 32, 32), (2 * kg, 3, 5, 5), padding=2, groups=2)
+    assert cconv._dispatch.heuristic(grouped, "backward_weight") == "direct"
+    assert cconv._dispatch.heuristic(grouped, "forward") == "depthwise"
+    bank = make_geometry((2, 3, 32, 32), (kg, 3, 5, 5), padding=2)
     rgb32 = make_geometry((2, 3, 32, 32), ((taps - 1) // 9, 3, 3, 3), padding=1)
-    assert cconv._dispatch.heuristic(rgb32, "backward_weight") == "depthwise"
+    stem64 = make_geometry((2, 3, 32, 32), (64, 3, 7, 7), padding=3, stride=2)
+    for geom in (bank, rgb32, stem64):
+        assert cconv._dispatch.heuristic(geom, "backward_weight") == "depthwise"
 
 
 @settings(max_examples=40, deadline=None)

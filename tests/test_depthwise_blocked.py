@@ -6,11 +6,12 @@ takes, and the kernels' refusal of tables that would read or write outside."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import cconv
 from cconv.algorithms import depthwise_blocked as blocked
+from cconv.algorithms.depthwise import DepthwiseConvolution
 from support.checks import assert_close
 from support.reference import (fold_reference, ref_backward_data, ref_backward_weight,
                                ref_conv2d)
@@ -39,7 +40,7 @@ class _Spy:
     """Counts the calls of the blocked kernels (and still runs them)."""
 
     def __init__(self, patch):
-        self.calls = {"correlate": 0, "weight": 0}
+        self.calls = {"correlate": 0, "weight": 0, "weight_few": 0}
         for name in self.calls:
             kernel = getattr(blocked.kernels, name)
             patch.setattr(blocked.kernels, name, self._counted(name, kernel))
@@ -65,8 +66,8 @@ def test_random_shapes_match_reference(n, c, mult, h, w, r, s, sh, sw, dh, dw, p
     padding = ((pt, pb), (pl, pr))
     oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
     ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
-    if oh < 1 or ow < 1 or not _mode_fits(mode, padding, (h, w)):
-        return  # no output, or a padding the mode cannot make (refused elsewhere)
+    # no output, or a padding the mode cannot make: refused elsewhere
+    assume(oh >= 1 and ow >= 1 and _mode_fits(mode, padding, (h, w)))
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
     wt = rng.standard_normal((c * mult, 1, r, s)).astype(dtype)
@@ -254,3 +255,80 @@ def test_weight_kernel_refuses_taps_outside_the_buffer():
         with pytest.raises(ValueError):
             blocked.kernels.weight(**bad)
         assert (bad["partial"] == 7.0).all()
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 3), c=st.integers(1, 4), k=st.sampled_from([4, 8, 16, 17, 33]),
+       h=st.integers(1, 20), w=st.integers(1, 20), r=st.integers(1, 5), s=st.integers(1, 5),
+       sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
+       pads=st.lists(st.integers(0, 3), min_size=4, max_size=4),
+       mode=st.sampled_from(sorted(NUMPY_MODE)), band_bytes=st.sampled_from([1, 700, 1 << 20]),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+def test_few_channel_weight_gradient_matches_reference(n, c, k, h, w, r, s, sh, sw, dh, dw,
+                                                       pads, mode, band_bytes, dtype, seed):
+    # a filter bank over a one- to four-channel image: output channels in the lanes, bands
+    # of output rows (one row, a few, the whole plane), every padding mode
+    pt, pb, pl, pr = pads
+    padding = ((pt, pb), (pl, pr))
+    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
+    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
+    assume(oh >= 1 and ow >= 1 and _mode_fits(mode, padding, (h, w)))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    gy = rng.standard_normal((n, k, oh, ow)).astype(dtype)
+    value = -0.5 if mode == "constant" else 0.0
+    kw = dict(stride=(sh, sw), dilation=(dh, dw), padding=padding, padding_mode=mode,
+              padding_value=value, algo="depthwise")
+    want = ref_backward_weight(gy.astype(np.float64), _padded(x.astype(np.float64), padding,
+                                                              mode, value),
+                               (k, c, r, s), stride=(sh, sw), dilation=(dh, dw))
+    results = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blocked, "FEW_BAND_BYTES", band_bytes)
+        patch.setattr(blocked, "MAX_PADDED_PIXELS", 0)  # one-channel banks: not that path
+        spy = _Spy(patch)
+        for threads in (1, 3):
+            grad = cconv.conv2d_backward_weight(gy, x, (k, c, r, s), num_threads=threads, **kw)
+            assert_close(grad, want, dtype, what=f"{threads} threads")
+            results.append(grad)
+    assert np.array_equal(results[0], results[1])  # any thread count: the same bits
+    from cconv._geometry import make_geometry
+    geom = make_geometry(x.shape, (k, c, r, s), stride=(sh, sw), dilation=(dh, dw),
+                         padding=padding, dtype=dtype)
+    takes = k >= blocked.vector_length(geom)
+    assert blocked.few_channel_weights(geom) == takes
+    assert spy.calls["weight_few"] == (2 if takes else 0)
+
+
+def test_few_channel_weight_kernel_refuses_reads_outside_its_band():
+    from cconv._geometry import make_geometry
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    geom = make_geometry(x.shape, (16, 3, 3, 3), padding=1)
+    algo = DepthwiseConvolution(geom)
+    few = blocked.FewChannelWeights(geom, algo._padding)
+    gy = rng.standard_normal((2, 16, geom.OH, geom.OW)).astype(np.float32)
+    shape = (2, few.nbands, 27, few.kpad)
+    args = dict(dy=gy, x=x, partial=np.zeros(shape, np.float32), row_src=few.row_src,
+                col_src=few.col_src, pl=few.pl, value=few.value, sh=1, sw=1, off=few.off,
+                in_rows=few.in_rows, band=few.band,
+                scratch=np.zeros((1, few.scratch), np.float32), num_threads=1)
+    blocked.kernels.weight_few(**args)  # the layout's own tables pass
+    total = args["partial"].sum(axis=(0, 1))[:, :16].T.reshape(16, 3, 3, 3)
+    assert_close(total, ref_backward_weight(gy.astype(np.float64), x.astype(np.float64),
+                                            (16, 3, 3, 3), pads=((1, 1), (1, 1))), np.float32)
+    off = few.off.copy()
+    off[-1] += 1  # the last tap one column further: past its padded row
+    row_src = few.row_src.copy()
+    row_src[3] = 9  # a row past the image
+    col_src = few.col_src.copy()
+    col_src[0] = 11  # a column past the image
+    for change in (dict(off=off), dict(row_src=row_src), dict(col_src=col_src),
+                   dict(in_rows=2), dict(sh=2), dict(row_src=few.row_src[:-1]),
+                   dict(scratch=np.zeros((1, few.scratch - 1), np.float32)),
+                   dict(partial=np.zeros((2, few.nbands + 1, 27, few.kpad), np.float32))):
+        bad = dict(args, **change)
+        bad["partial"] = np.full(bad["partial"].shape, 7.0, np.float32)
+        with pytest.raises(ValueError):
+            blocked.kernels.weight_few(**bad)
+        assert (bad["partial"] == 7.0).all(), f"{sorted(change)}: wrote before refusing"

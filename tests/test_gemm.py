@@ -132,6 +132,7 @@ def test_auto_uses_gemm_for_the_data_gradient_of_strided_few_channel_layers():
     # kernels (STRIDED_FEW_CHANNEL_DEPTHWISE_MEASUREMENTS), and GEMM again at stride 3
     from cconv import _dispatch
     from cconv._geometry import make_geometry
+    from cconv.algorithms import depthwise_blocked
 
     taps = _dispatch.STRIDED_FEW_CHANNEL_DEPTHWISE_TAPS
     stem = make_geometry((2, 3, 32, 32), (16, 3, 7, 7), stride=2, padding=3)
@@ -142,7 +143,11 @@ def test_auto_uses_gemm_for_the_data_gradient_of_strided_few_channel_layers():
         assert _dispatch.heuristic(geom, "backward_data") == ("depthwise" if geom is rgb
                                                               else "gemm")
         assert _dispatch.heuristic(geom, "forward") == "direct"
-        assert _dispatch.heuristic(geom, "backward_weight") == "direct"
+        # (a filter bank over a few-channel image: the weight gradient with output
+        # channels in the lanes, at any stride, from a vector of them on)
+        vl = depthwise_blocked.vector_length(geom)
+        assert _dispatch.heuristic(geom, "backward_weight") == (
+            "depthwise" if geom.K >= vl else "direct")
     wide = make_geometry((2, 16, 16, 16), (8, 16, 3, 3), stride=2, padding=1)
     unstrided = make_geometry((2, 3, 16, 16), (8, 3, 3, 3), padding=1)
     depthwise = make_geometry((2, 8, 16, 16), (8, 1, 3, 3), stride=2, padding=1, groups=8)

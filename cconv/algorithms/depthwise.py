@@ -412,6 +412,7 @@ class DepthwiseConvolution(Algorithm):
         self._nchw = _NchwLayout(g, kernels.VECTOR_LENGTH[g.dtype.name], kernels.COLUMN_BLOCK)
         self._forward_calls: Dict[int, Tuple[Taps, Tuple[Any, ...], int]] = {}
         self._blocked: Optional[blocked.BlockedLayout] = None
+        self._few: Optional[blocked.FewChannelWeights] = None
         (pt, pb), (pl, pr) = g.pads
         # the padding the NCHW band fills build: padded index -> input index (-1: the value)
         self._padding = (_boundary.padded_source(g.H, pt, pb, g.padding_mode),
@@ -524,6 +525,12 @@ class DepthwiseConvolution(Algorithm):
         self._run_nchw(kernels.forward_nchw, x, lay.forward_weight(w), y, b, alpha, beta, taps,
                        args, self._scratch(scratch, nthreads), nthreads,
                        column_rows=g.R if lay.columns else 0)
+
+    def _few_channel_weights(self) -> blocked.FewChannelWeights:
+        """The few-channel weight-gradient kernel's tables (built on first use)."""
+        if self._few is None:
+            self._few = blocked.FewChannelWeights(self.geom, self._padding)
+        return self._few
 
     def _blocked_layout(self) -> blocked.BlockedLayout:
         """The channel-blocked kernels' tables (built on first use)."""
@@ -657,6 +664,9 @@ class DepthwiseConvolution(Algorithm):
             return bl.backward_weight(
                 dy, x, self._scratch(bl.scratch_elements("backward_weight"), nthreads),
                 nthreads)
+        if blocked.few_channel_weights(g):
+            few = self._few_channel_weights()
+            return few.backward_weight(dy, x, self._scratch(few.scratch, nthreads), nthreads)
         lay = self._nchw
         grad = np.empty((g.K, g.Cg * RS), np.float64)
         kernels.backward_weight_nchw(np.ascontiguousarray(dy), np.ascontiguousarray(x), grad,

@@ -63,6 +63,30 @@ Table = npt.NDArray[np.int64]
 SMALL_PLANE = 32 * 32
 SMALL_GRADIENT_PLANE = 16 * 16
 BUFFER_BYTES = 1 << 20
+# The few-channel weight gradient (``FewChannelWeights``): output rows per job, so that the
+# gradient band's pixel vectors stay in L2.  Measured against the row kernels and the direct
+# algorithm (one-off loops, AMD EPYC Zen 5, float32 NCHW, ms, new / row kernels / direct;
+# AVX-512 kernels on 1 and 2 threads, then the AVX2 build on 2):
+FEW_CHANNEL_WEIGHT_MEASUREMENTS = (
+    ("8x3x256x256 -> 32, 3x3", "7.57 / 12.08 / 16.35", "4.07 / 6.25 / 9.13",
+     "5.93 / 7.96 / 10.24"),
+    ("16x3x112x112 -> 64, 3x3", "5.44 / 8.89 / 11.25", "2.82 / 4.82 / 6.67",
+     "4.52 / 5.99 / 7.79"),
+    ("8x4x128x128 -> 128, 3x3", "8.82 / 14.01 / 16.70", "4.66 / 7.59 / 9.18",
+     "7.18 / 9.72 / 12.11"),
+    ("8x2x256x256 -> 16, 3x3", "2.97 / 4.62 / 8.24", "1.58 / 2.45 / 4.62",
+     "2.18 / 3.03 / 6.15"),
+    ("8x3x128x128 -> 64, 5x5", "9.94 / 12.11 / 11.26", "4.85 / 6.34 / 7.71",
+     "8.47 / 9.14 / 9.89"),
+    ("8x3x224x224 -> 64, 7x7 stride 2 (ResNet-50 conv1)", "10.71 / 23.17 / 14.91",
+     "6.13 / 12.16 / 9.39", "10.88 / 15.06 / 13.72"),
+    ("4x1x512x512 -> 16, 5x5", "8.39 / 10.52 / 16.01", "4.37 / 5.84 / 9.39",
+     "7.35 / 7.89 / 9.59"),
+    # four output channels fill a quarter (AVX-512) or half (AVX2) of the lanes: rows win
+    ("1x4x1024x1024 -> 4, 5x5", "23.73 / 8.46 / 38.71", "12.55 / 4.49 / 24.23",
+     "11.19 / 6.52 / 19.06"),
+)
+FEW_BAND_BYTES = 256 * 1024
 # (tests set this to 0 to keep every plane on the row kernels, or huge to send them all
 # here: the names above are then ignored)
 MAX_PADDED_PIXELS: Optional[int] = None
@@ -230,6 +254,48 @@ def applies(geom: ConvGeometry, op: str) -> bool:
     if op == "forward":
         return strided and fits
     return (strided or vector_bytes == 64) and fits
+
+
+class FewChannelWeights:
+    """The tables of the few-channel weight-gradient kernel (``kernels.weight_few``): a
+    filter bank over a one- to four-channel image (groups 1), output channels in the lanes,
+    the input pixels broadcast (see that kernel)."""
+
+    def __init__(self, geom: ConvGeometry, padding: Tuple[Any, ...]) -> None:
+        g = self.geom = geom
+        self.row_src, self.col_src, self.pl, self.value = padding
+        Wp = len(self.col_src)
+        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
+        self.off = BlockedLayout._frozen((r * g.dilation[0] * Wp + s * g.dilation[1]).ravel())
+        self.in_rows = (g.R - 1) * g.dilation[0] + 1
+        vl = vector_length(g)
+        self.kpad = -(-g.K // vl) * vl
+        # output rows per job: the gradient band's pixel vectors within FEW_BAND_BYTES
+        row_bytes = g.OW * vl * g.dtype.itemsize
+        self.band = max(1, min(g.OH, FEW_BAND_BYTES // max(1, row_bytes)))
+        self.nbands = -(-g.OH // self.band)
+        self.scratch = (self.band * g.OW * vl
+                        + g.C * ((self.band - 1) * g.stride[0] + self.in_rows) * Wp)
+
+    def backward_weight(self, dy: Array, x: Array, scratch: Array, nthreads: int) -> Array:
+        """The weight gradient as a new contiguous (K, C, R, S) array: the bands' and
+        images' partial sums added in order, whatever the thread count."""
+        g = self.geom
+        partial = np.empty((g.N, self.nbands, g.C * g.R * g.S, self.kpad), g.dtype)
+        kernels.weight_few(np.ascontiguousarray(dy), np.ascontiguousarray(x), partial,
+                           self.row_src, self.col_src, self.pl, self.value, g.stride[0],
+                           g.stride[1], self.off, self.in_rows, self.band, scratch, nthreads)
+        total = partial.sum(axis=(0, 1), dtype=np.float64)
+        return np.ascontiguousarray(total[:, :g.K].T, g.dtype).reshape(g.K, g.C, g.R, g.S)
+
+
+def few_channel_weights(geom: ConvGeometry) -> bool:
+    """True when the few-channel weight-gradient kernel takes this NCHW geometry: one group
+    of at most four input channels and at least a vector of output channels (its lanes;
+    see ``FEW_CHANNEL_WEIGHT_MEASUREMENTS``), nonempty."""
+    g = geom
+    return (g.groups == 1 and 1 <= g.C <= 4 and g.K >= vector_length(g)
+            and g.H * g.W > 0 and g.OH * g.OW > 0)
 
 
 def vector_length(geom: ConvGeometry) -> int:
