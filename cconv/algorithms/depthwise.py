@@ -22,6 +22,9 @@ activations in place instead, in the layout they come in:
   ones: the channel-blocked kernels of ``depthwise_blocked`` (a vector's worth of channels
   at a time, transposed into pixel vectors), where a plane's fixed costs would dominate the
   row kernels; which passes and planes is that module's measured rule (``applies``).
+  The weight gradient of a filter bank over a one- to four-channel image (one group, at
+  least a vector of output channels) goes there too (``few_channel_weights``): output
+  channels in the lanes, the input pixels broadcast.
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
   registers across a pixel's taps; no padding is materialised.
 
