@@ -265,7 +265,9 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     gradient of a filter bank over a one- to four-channel image (one group, at least a
     vector of output channels) at any stride: its own kernel, output channels in the lanes,
     1.1-2.9x the direct algorithm and 1.1-2.2x the row kernels, ResNet-50's stem included
-    (``depthwise_blocked.FEW_CHANNEL_WEIGHT_MEASUREMENTS``); other grouped layers' weight
+    (``depthwise_blocked.FEW_CHANNEL_WEIGHT_MEASUREMENTS``); and their strided forward,
+    1.2-2.7x the direct kernel (``FEW_CHANNEL_FORWARD_MEASUREMENTS`` there); other grouped
+    layers' weight
     gradient only below :data:`FEW_CHANNEL_DIRECT_WEIGHT_TAPS` output channels times
     taps per group: with 64 outputs of 5x5 the direct kernel measured 1.1-1.3x faster, with
     up to 128 of 3x3 the few-channel kernels 1.1-1.8x (:data:`FEW_CHANNEL_WEIGHT_MEASUREMENTS`);
@@ -292,6 +294,9 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     if (op == "backward_weight" and "depthwise" in candidates
             and depthwise_blocked.few_channel_weights(geom)):
         return "depthwise"  # depthwise_blocked.FEW_CHANNEL_WEIGHT_MEASUREMENTS
+    if (op == "forward" and "depthwise" in candidates
+            and depthwise_blocked.few_channel_forward(geom)):
+        return "depthwise"  # depthwise_blocked.FEW_CHANNEL_FORWARD_MEASUREMENTS
     few_channel_weight = (op == "backward_weight" and geom.Cg > 1
                           and geom.Kg * geom.R * geom.S >= FEW_CHANNEL_DIRECT_WEIGHT_TAPS)
     few_channel_grad = (op == "backward_data" and 1 < geom.Cg <= 4

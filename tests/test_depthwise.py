@@ -227,8 +227,11 @@ def test_auto_uses_the_depthwise_kernels_where_they_measured_faster():
             assert cconv._dispatch.heuristic(geom, op) == "depthwise"
     stem = make_geometry((2, 3, 32, 32), (8, 3, 7, 7), padding=3, stride=2)
     dense = make_geometry((2, 16, 14, 14), (16, 8, 3, 3), padding=1, groups=2)
-    for geom in (stem, dense):
-        assert cconv._dispatch.heuristic(geom, "forward") != "depthwise"
+    assert cconv._dispatch.heuristic(dense, "forward") != "depthwise"
+    # (the strided stem: the few-channel forward with output channels in the lanes, once
+    # they fill a vector; depthwise_blocked.FEW_CHANNEL_FORWARD_MEASUREMENTS)
+    wide = cconv.algorithms.depthwise_blocked.vector_length(stem) <= stem.K
+    assert (cconv._dispatch.heuristic(stem, "forward") == "depthwise") == wide
     # _dispatch.FEW_CHANNEL_WEIGHT_MEASUREMENTS: a grouped few-channel weight gradient with
     # many output channels times taps per group runs on the direct kernel, with fewer on the
     # few-channel ones; one group over a few-channel image always on the few-channel

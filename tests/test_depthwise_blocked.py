@@ -40,7 +40,7 @@ class _Spy:
     """Counts the calls of the blocked kernels (and still runs them)."""
 
     def __init__(self, patch):
-        self.calls = {"correlate": 0, "weight": 0, "weight_few": 0}
+        self.calls = {"correlate": 0, "weight": 0, "weight_few": 0, "forward_few": 0}
         for name in self.calls:
             kernel = getattr(blocked.kernels, name)
             patch.setattr(blocked.kernels, name, self._counted(name, kernel))
@@ -332,3 +332,86 @@ def test_few_channel_weight_kernel_refuses_reads_outside_its_band():
         with pytest.raises(ValueError):
             blocked.kernels.weight_few(**bad)
         assert (bad["partial"] == 7.0).all(), f"{sorted(change)}: wrote before refusing"
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(1, 3), c=st.integers(1, 4), k=st.sampled_from([4, 8, 16, 17, 40]),
+       h=st.integers(1, 20), w=st.integers(1, 20), r=st.integers(1, 5), s=st.integers(1, 5),
+       sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
+       pads=st.lists(st.integers(0, 3), min_size=4, max_size=4),
+       mode=st.sampled_from(sorted(NUMPY_MODE)), band_bytes=st.sampled_from([1, 3000, 1 << 22]),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+def test_few_channel_forward_matches_reference(n, c, k, h, w, r, s, sh, sw, dh, dw, pads,
+                                               mode, band_bytes, dtype, seed):
+    # a strided filter bank over a one- to four-channel image: output channels in the
+    # lanes, two vectors of them a job (an odd count leaves one), bands of output rows,
+    # every padding mode, bias and the epilogue
+    pt, pb, pl, pr = pads
+    padding = ((pt, pb), (pl, pr))
+    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
+    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
+    assume(oh >= 1 and ow >= 1 and _mode_fits(mode, padding, (h, w)))
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((k, c, r, s)).astype(dtype)
+    bias = rng.standard_normal(k).astype(dtype)
+    value = 1.5 if mode == "constant" else 0.0
+    kw = dict(stride=(sh, sw), dilation=(dh, dw), padding=padding, padding_mode=mode,
+              padding_value=value, algo="depthwise")
+    want = ref_conv2d(_padded(x.astype(np.float64), padding, mode, value),
+                      wt.astype(np.float64), bias.astype(np.float64), stride=(sh, sw),
+                      dilation=(dh, dw))
+    results = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blocked, "FEW_BAND_BYTES", band_bytes)
+        patch.setattr(blocked, "MAX_PADDED_PIXELS", 0)  # one-channel banks: not that path
+        spy = _Spy(patch)
+        for threads in (1, 3):
+            y = cconv.conv2d(x, wt, bias, num_threads=threads, **kw)
+            assert_close(y, want, dtype, what=f"{threads} threads")
+            results.append(y)
+        start = rng.standard_normal(want.shape).astype(dtype)
+        out = start.copy()
+        cconv.conv2d(x, wt, bias, out=out, alpha=0.5, beta=-1.0, **kw)
+        assert_close(out, 0.5 * want - start, dtype, what="alpha / beta")
+    assert np.array_equal(results[0], results[1])  # any thread count: the same bits
+    from cconv._geometry import make_geometry
+    geom = make_geometry(x.shape, wt.shape, stride=(sh, sw), dilation=(dh, dw),
+                         padding=padding, dtype=dtype)
+    takes = k >= blocked.vector_length(geom) and geom.stride != (1, 1)
+    assert blocked.few_channel_forward(geom) == takes
+    assert spy.calls["forward_few"] == (3 if takes else 0)
+
+
+def test_few_channel_forward_kernel_refuses_reads_outside_its_band():
+    from cconv._geometry import make_geometry
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 3, 17, 15)).astype(np.float32)
+    geom = make_geometry(x.shape, (16, 3, 3, 3), stride=2, padding=1)
+    fwd = blocked.FewChannelForward(geom, DepthwiseConvolution(geom)._padding)
+    wt = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+    packed = np.zeros((27, fwd.kpad), np.float32)
+    packed[:, :16] = wt.reshape(16, 27).T
+    y = np.zeros((2, 16, geom.OH, geom.OW), np.float32)
+    args = dict(x=x, wt=packed, y=y, bias=np.zeros(0, np.float32), row_src=fwd.row_src,
+                col_src=fwd.col_src, pl=fwd.pl, value=fwd.value, sh=2, sw=2, off=fwd.off,
+                in_rows=fwd.in_rows, band=fwd.band, alpha=1.0, beta=0.0,
+                scratch=np.zeros((1, fwd.scratch), np.float32), num_threads=1)
+    blocked.kernels.forward_few(**args)  # the layout's own tables pass
+    assert_close(y, ref_conv2d(x.astype(np.float64), wt.astype(np.float64), stride=2,
+                               pads=((1, 1), (1, 1))), np.float32)
+    off = fwd.off.copy()
+    off[2] += 1  # a tap one column further: past its padded row
+    big = fwd.off.copy()
+    big[-1] += 10**6  # past the last channel's rows
+    row_src = fwd.row_src.copy()
+    row_src[0] = 17
+    for change in (dict(off=off), dict(off=big), dict(row_src=row_src), dict(in_rows=2),
+                   dict(sh=3), dict(band=fwd.band + 1),
+                   dict(scratch=np.zeros((1, fwd.scratch - 1), np.float32)),
+                   dict(wt=packed[:26]), dict(bias=np.zeros(3, np.float32))):
+        bad = dict(args, **change)
+        bad["y"] = np.full(y.shape, 7.0, np.float32)
+        with pytest.raises(ValueError):
+            blocked.kernels.forward_few(**bad)
+        assert (bad["y"] == 7.0).all(), f"{sorted(change)}: wrote before refusing"

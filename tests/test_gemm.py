@@ -142,12 +142,12 @@ def test_auto_uses_gemm_for_the_data_gradient_of_strided_few_channel_layers():
     for geom in (stem, many, rgb, rgb3):
         assert _dispatch.heuristic(geom, "backward_data") == ("depthwise" if geom is rgb
                                                               else "gemm")
-        assert _dispatch.heuristic(geom, "forward") == "direct"
-        # (a filter bank over a few-channel image: the weight gradient with output
-        # channels in the lanes, at any stride, from a vector of them on)
+        # (a filter bank over a few-channel image: the strided forward and the weight
+        # gradient with output channels in the lanes, from a vector of them on)
         vl = depthwise_blocked.vector_length(geom)
-        assert _dispatch.heuristic(geom, "backward_weight") == (
-            "depthwise" if geom.K >= vl else "direct")
+        for op in ("forward", "backward_weight"):
+            assert _dispatch.heuristic(geom, op) == ("depthwise" if geom.K >= vl
+                                                     else "direct")
     wide = make_geometry((2, 16, 16, 16), (8, 16, 3, 3), stride=2, padding=1)
     unstrided = make_geometry((2, 3, 16, 16), (8, 3, 3, 3), padding=1)
     depthwise = make_geometry((2, 8, 16, 16), (8, 1, 3, 3), stride=2, padding=1, groups=8)

@@ -24,7 +24,8 @@ activations in place instead, in the layout they come in:
   row kernels; which passes and planes is that module's measured rule (``applies``).
   The weight gradient of a filter bank over a one- to four-channel image (one group, at
   least a vector of output channels) goes there too (``few_channel_weights``): output
-  channels in the lanes, the input pixels broadcast.
+  channels in the lanes, the input pixels broadcast; and such a bank's strided forward
+  (``few_channel_forward``).
 * NHWC with channel multiplier 1: a job is one output row, four channel vectors held in
   registers across a pixel's taps; no padding is materialised.
 
@@ -416,6 +417,7 @@ class DepthwiseConvolution(Algorithm):
         self._forward_calls: Dict[int, Tuple[Taps, Tuple[Any, ...], int]] = {}
         self._blocked: Optional[blocked.BlockedLayout] = None
         self._few: Optional[blocked.FewChannelWeights] = None
+        self._few_forward: Optional[blocked.FewChannelForward] = None
         (pt, pb), (pl, pr) = g.pads
         # the padding the NCHW band fills build: padded index -> input index (-1: the value)
         self._padding = (_boundary.padded_source(g.H, pt, pb, g.padding_mode),
@@ -519,6 +521,10 @@ class DepthwiseConvolution(Algorithm):
                                  y.transpose(0, 2, 3, 1), b, *self._args, alpha, beta,
                                  self._tap_lists(nthreads), nthreads)
             return
+        if blocked.few_channel_forward(g):
+            fwd = self._few_channel_forward()
+            fwd.forward(x, w, y, b, alpha, beta, self._scratch(fwd.scratch, nthreads), nthreads)
+            return
         if blocked.applies(g, "forward"):
             bl = self._blocked_layout()
             bl.forward(x, w, y, b, alpha, beta,
@@ -528,6 +534,12 @@ class DepthwiseConvolution(Algorithm):
         self._run_nchw(kernels.forward_nchw, x, lay.forward_weight(w), y, b, alpha, beta, taps,
                        args, self._scratch(scratch, nthreads), nthreads,
                        column_rows=g.R if lay.columns else 0)
+
+    def _few_channel_forward(self) -> blocked.FewChannelForward:
+        """The few-channel forward kernel's tables (built on first use)."""
+        if self._few_forward is None:
+            self._few_forward = blocked.FewChannelForward(self.geom, self._padding)
+        return self._few_forward
 
     def _few_channel_weights(self) -> blocked.FewChannelWeights:
         """The few-channel weight-gradient kernel's tables (built on first use)."""

@@ -86,6 +86,19 @@ FEW_CHANNEL_WEIGHT_MEASUREMENTS = (
     ("1x4x1024x1024 -> 4, 5x5", "23.73 / 8.46 / 38.71", "12.55 / 4.49 / 24.23",
      "11.19 / 6.52 / 19.06"),
 )
+# The few-channel forward (``FewChannelForward``), output channels in the lanes, two
+# vectors of them per job: one-off loops, AMD EPYC Zen 5 (AVX-512 kernels), float32 NCHW,
+# ms, new / auto before (the direct kernel at a stride, the row kernels at stride 1), 1 and
+# 2 threads.  Taken at a stride only.
+FEW_CHANNEL_FORWARD_MEASUREMENTS = (
+    ("8x3x224x224 -> 64, 7x7 stride 2 (ResNet-50 conv1)", "8.41 / 10.32", "4.44 / 6.07"),
+    ("8x3x112x112 -> 32, 3x3 stride 2", "0.26 / 0.62", "0.14 / 0.36"),
+    ("8x3x256x256 -> 32, 3x3 (rows)", "7.73 / 6.28", "4.09 / 3.44"),
+    ("8x3x256x256 -> 64, 3x3 (rows)", "15.72 / 12.62", "8.07 / 6.54"),
+    ("8x3x128x128 -> 64, 5x5 (rows)", "6.89 / 5.52", "3.46 / 2.89"),
+    ("4x1x512x512 -> 16, 5x5 (rows)", "8.85 / 5.07", "4.48 / 2.78"),
+    ("4x4x128x128 -> 32, 3x3 (rows)", "1.11 / 0.93", "0.55 / 0.48"),
+)
 FEW_BAND_BYTES = 256 * 1024
 # (tests set this to 0 to keep every plane on the row kernels, or huge to send them all
 # here: the names above are then ignored)
@@ -287,6 +300,51 @@ class FewChannelWeights:
                            g.stride[1], self.off, self.in_rows, self.band, scratch, nthreads)
         total = partial.sum(axis=(0, 1), dtype=np.float64)
         return np.ascontiguousarray(total[:, :g.K].T, g.dtype).reshape(g.K, g.C, g.R, g.S)
+
+
+class FewChannelForward:
+    """The tables of the few-channel forward kernel (``kernels.forward_few``): a strided
+    filter bank over a one- to four-channel image (groups 1), two vectors of output
+    channels per job, the input pixels broadcast (see ``FEW_CHANNEL_FORWARD_MEASUREMENTS``).
+    """
+
+    def __init__(self, geom: ConvGeometry, padding: Tuple[Any, ...]) -> None:
+        g = self.geom = geom
+        self.row_src, self.col_src, self.pl, self.value = padding
+        Wp = len(self.col_src)
+        vl = vector_length(g)
+        self.kpad = -(-g.K // vl) * vl
+        self.in_rows = (g.R - 1) * g.dilation[0] + 1
+        row_bytes = g.OW * vl * g.dtype.itemsize
+        self.band = max(1, min(g.OH, FEW_BAND_BYTES // 4 // max(1, row_bytes)))
+        rows = (self.band - 1) * g.stride[0] + self.in_rows  # a channel's rows in a band
+        c, r, s = np.meshgrid(np.arange(g.C), np.arange(g.R), np.arange(g.S), indexing="ij")
+        self.off = BlockedLayout._frozen(
+            (c * rows * Wp + r * g.dilation[0] * Wp + s * g.dilation[1]).ravel())
+        self.scratch = 2 * self.band * g.OW * vl + g.C * rows * Wp
+
+    def forward(self, x: Array, w: Array, y: Array, bias: Array, alpha: float, beta: float,
+                scratch: Array, nthreads: int) -> None:
+        """``y = alpha * (conv(x, w) + bias) + beta * y`` (NCHW views, ``bias`` possibly
+        empty)."""
+        g = self.geom
+        wt = np.zeros((g.C * g.R * g.S, self.kpad), g.dtype)
+        wt[:, :g.K] = w.reshape(g.K, -1).T
+
+        def call(out: Array, a: float, b: float) -> None:
+            kernels.forward_few(np.ascontiguousarray(x), wt, out, bias, self.row_src,
+                                self.col_src, self.pl, self.value, g.stride[0], g.stride[1],
+                                self.off, self.in_rows, self.band, a, b, scratch, nthreads)
+        _into(y, alpha, beta, call)
+
+
+def few_channel_forward(geom: ConvGeometry) -> bool:
+    """True when the few-channel forward kernel takes this NCHW geometry: one group of at
+    most four input channels, at least a vector of output channels, a stride (at stride 1
+    the row kernels measured faster: ``FEW_CHANNEL_FORWARD_MEASUREMENTS``), nonempty."""
+    g = geom
+    return (g.groups == 1 and 1 <= g.C <= 4 and g.K >= vector_length(g)
+            and g.stride != (1, 1) and g.H * g.W > 0 and g.OH * g.OW > 0)
 
 
 def few_channel_weights(geom: ConvGeometry) -> bool:
