@@ -4,6 +4,8 @@ planes smaller and larger than a vector, strides, dilations, multipliers, every 
 mode where the pass takes it), the same bits on any thread count, which path ``auto``
 takes, and the kernels' refusal of tables that would read or write outside."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -13,27 +15,21 @@ import cconv
 from cconv.algorithms import depthwise_blocked as blocked
 from cconv.algorithms.depthwise import DepthwiseConvolution
 from support.checks import assert_close
-from support.reference import (fold_reference, ref_backward_data, ref_backward_weight,
-                               ref_conv2d)
+from support.reference import (NUMPY_MODE, fold_reference, mode_limit_ok, np_pad,
+                               ref_backward_data, ref_backward_weight, ref_conv2d)
 
-NUMPY_MODE = {"zeros": "constant", "constant": "constant", "reflect": "reflect",
-              "symmetric": "symmetric", "replicate": "edge", "circular": "wrap"}
-
-
-def _padded(x, pads, mode, value):
-    kw = {"constant_values": value if mode == "constant" else 0.0}
-    if NUMPY_MODE[mode] != "constant":
-        kw = {}
-    return np.pad(x, ((0, 0), (0, 0)) + tuple(pads), mode=NUMPY_MODE[mode], **kw)
+MODES = sorted(NUMPY_MODE)
 
 
-def _mode_fits(mode, pads, hw):
-    for (lo, hi), size in zip(pads, hw):
-        if mode == "reflect" and max(lo, hi) >= size:
-            return False
-        if mode == "circular" and max(lo, hi) > size:
-            return False
-    return True
+def _output(h, w, r, s, stride, dilation, pads, mode):
+    """(padding, OH, OW) of a drawn case, which must have an output and a padding its mode
+    can make (other cases are refused elsewhere)."""
+    pt, pb, pl, pr = pads
+    padding = ((pt, pb), (pl, pr))
+    oh = (h + pt + pb - (r - 1) * dilation[0] - 1) // stride[0] + 1
+    ow = (w + pl + pr - (s - 1) * dilation[1] - 1) // stride[1] + 1
+    assume(oh >= 1 and ow >= 1 and mode_limit_ok(mode, padding, (h, w)))
+    return padding, oh, ow
 
 
 class _Spy:
@@ -58,16 +54,11 @@ class _Spy:
        r=st.integers(1, 5), s=st.integers(1, 5), sh=st.integers(1, 3), sw=st.integers(1, 3),
        dh=st.integers(1, 2), dw=st.integers(1, 2),
        pads=st.lists(st.integers(0, 3), min_size=4, max_size=4),
-       mode=st.sampled_from(sorted(NUMPY_MODE)),
+       mode=st.sampled_from(MODES),
        dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
 def test_random_shapes_match_reference(n, c, mult, h, w, r, s, sh, sw, dh, dw, pads, mode,
                                        dtype, seed):
-    pt, pb, pl, pr = pads
-    padding = ((pt, pb), (pl, pr))
-    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
-    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
-    # no output, or a padding the mode cannot make: refused elsewhere
-    assume(oh >= 1 and ow >= 1 and _mode_fits(mode, padding, (h, w)))
+    padding, oh, ow = _output(h, w, r, s, (sh, sw), (dh, dw), pads, mode)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
     wt = rng.standard_normal((c * mult, 1, r, s)).astype(dtype)
@@ -77,7 +68,7 @@ def test_random_shapes_match_reference(n, c, mult, h, w, r, s, sh, sw, dh, dw, p
     kw = dict(stride=(sh, sw), dilation=(dh, dw), padding=padding, groups=c,
               padding_mode=mode, padding_value=value, algo="depthwise")
     ref_kw = dict(stride=(sh, sw), dilation=(dh, dw), groups=c)
-    xp = _padded(x.astype(np.float64), padding, mode, value)
+    xp = np_pad(x.astype(np.float64), padding, mode, value)
     y_ref = ref_conv2d(xp, wt.astype(np.float64), bias.astype(np.float64), **ref_kw)
     dw_ref = ref_backward_weight(gy.astype(np.float64), xp, wt.shape, **ref_kw)
     # a mode's data gradient: the padded input's, each padding pixel's folded back
@@ -257,36 +248,44 @@ def test_weight_kernel_refuses_taps_outside_the_buffer():
         assert (bad["partial"] == 7.0).all()
 
 
+@contextlib.contextmanager
+def _few_channel_path(band_bytes):
+    """The few-channel kernels with bands of ``band_bytes``, spied on (one-channel banks
+    kept off the depthwise channel-blocked path)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(blocked, "FEW_BAND_BYTES", band_bytes)
+        patch.setattr(blocked, "MAX_PADDED_PIXELS", 0)
+        yield _Spy(patch)
+
+
+# a filter bank over a one- to four-channel image, output channels around whole vectors
+FEW_CHANNEL_CASES = dict(
+    n=st.integers(1, 3), c=st.integers(1, 4), k=st.sampled_from([4, 8, 16, 17, 33, 40]),
+    h=st.integers(1, 20), w=st.integers(1, 20), r=st.integers(1, 5), s=st.integers(1, 5),
+    sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
+    pads=st.lists(st.integers(0, 3), min_size=4, max_size=4), mode=st.sampled_from(MODES),
+    band_bytes=st.sampled_from([1, 700, 3000, 1 << 22]),
+    dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+
+
 @settings(max_examples=50, deadline=None)
-@given(n=st.integers(1, 3), c=st.integers(1, 4), k=st.sampled_from([4, 8, 16, 17, 33]),
-       h=st.integers(1, 20), w=st.integers(1, 20), r=st.integers(1, 5), s=st.integers(1, 5),
-       sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
-       pads=st.lists(st.integers(0, 3), min_size=4, max_size=4),
-       mode=st.sampled_from(sorted(NUMPY_MODE)), band_bytes=st.sampled_from([1, 700, 1 << 20]),
-       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+@given(**FEW_CHANNEL_CASES)
 def test_few_channel_weight_gradient_matches_reference(n, c, k, h, w, r, s, sh, sw, dh, dw,
                                                        pads, mode, band_bytes, dtype, seed):
     # a filter bank over a one- to four-channel image: output channels in the lanes, bands
     # of output rows (one row, a few, the whole plane), every padding mode
-    pt, pb, pl, pr = pads
-    padding = ((pt, pb), (pl, pr))
-    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
-    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
-    assume(oh >= 1 and ow >= 1 and _mode_fits(mode, padding, (h, w)))
+    padding, oh, ow = _output(h, w, r, s, (sh, sw), (dh, dw), pads, mode)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
     gy = rng.standard_normal((n, k, oh, ow)).astype(dtype)
     value = -0.5 if mode == "constant" else 0.0
     kw = dict(stride=(sh, sw), dilation=(dh, dw), padding=padding, padding_mode=mode,
               padding_value=value, algo="depthwise")
-    want = ref_backward_weight(gy.astype(np.float64), _padded(x.astype(np.float64), padding,
+    want = ref_backward_weight(gy.astype(np.float64), np_pad(x.astype(np.float64), padding,
                                                               mode, value),
                                (k, c, r, s), stride=(sh, sw), dilation=(dh, dw))
     results = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(blocked, "FEW_BAND_BYTES", band_bytes)
-        patch.setattr(blocked, "MAX_PADDED_PIXELS", 0)  # one-channel banks: not that path
-        spy = _Spy(patch)
+    with _few_channel_path(band_bytes) as spy:
         for threads in (1, 3):
             grad = cconv.conv2d_backward_weight(gy, x, (k, c, r, s), num_threads=threads, **kw)
             assert_close(grad, want, dtype, what=f"{threads} threads")
@@ -335,22 +334,13 @@ def test_few_channel_weight_kernel_refuses_reads_outside_its_band():
 
 
 @settings(max_examples=50, deadline=None)
-@given(n=st.integers(1, 3), c=st.integers(1, 4), k=st.sampled_from([4, 8, 16, 17, 40]),
-       h=st.integers(1, 20), w=st.integers(1, 20), r=st.integers(1, 5), s=st.integers(1, 5),
-       sh=st.integers(1, 3), sw=st.integers(1, 3), dh=st.integers(1, 2), dw=st.integers(1, 2),
-       pads=st.lists(st.integers(0, 3), min_size=4, max_size=4),
-       mode=st.sampled_from(sorted(NUMPY_MODE)), band_bytes=st.sampled_from([1, 3000, 1 << 22]),
-       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
+@given(**FEW_CHANNEL_CASES)
 def test_few_channel_forward_matches_reference(n, c, k, h, w, r, s, sh, sw, dh, dw, pads,
                                                mode, band_bytes, dtype, seed):
     # a strided filter bank over a one- to four-channel image: output channels in the
     # lanes, two vectors of them a job (an odd count leaves one), bands of output rows,
     # every padding mode, bias and the epilogue
-    pt, pb, pl, pr = pads
-    padding = ((pt, pb), (pl, pr))
-    oh = (h + pt + pb - (r - 1) * dh - 1) // sh + 1
-    ow = (w + pl + pr - (s - 1) * dw - 1) // sw + 1
-    assume(oh >= 1 and ow >= 1 and _mode_fits(mode, padding, (h, w)))
+    padding, oh, ow = _output(h, w, r, s, (sh, sw), (dh, dw), pads, mode)
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, c, h, w)).astype(dtype)
     wt = rng.standard_normal((k, c, r, s)).astype(dtype)
@@ -358,14 +348,11 @@ def test_few_channel_forward_matches_reference(n, c, k, h, w, r, s, sh, sw, dh, 
     value = 1.5 if mode == "constant" else 0.0
     kw = dict(stride=(sh, sw), dilation=(dh, dw), padding=padding, padding_mode=mode,
               padding_value=value, algo="depthwise")
-    want = ref_conv2d(_padded(x.astype(np.float64), padding, mode, value),
+    want = ref_conv2d(np_pad(x.astype(np.float64), padding, mode, value),
                       wt.astype(np.float64), bias.astype(np.float64), stride=(sh, sw),
                       dilation=(dh, dw))
     results = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(blocked, "FEW_BAND_BYTES", band_bytes)
-        patch.setattr(blocked, "MAX_PADDED_PIXELS", 0)  # one-channel banks: not that path
-        spy = _Spy(patch)
+    with _few_channel_path(band_bytes) as spy:
         for threads in (1, 3):
             y = cconv.conv2d(x, wt, bias, num_threads=threads, **kw)
             assert_close(y, want, dtype, what=f"{threads} threads")

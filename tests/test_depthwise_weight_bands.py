@@ -16,8 +16,7 @@ import cconv
 from cconv._geometry import make_geometry
 from cconv.algorithms import depthwise
 from support.checks import assert_close
-from support.reference import ref_backward_weight
-from test_padding_modes import np_pad
+from support.reference import np_pad, ref_backward_weight
 
 # the row-vector kernels' tests: the channel-blocked path (small planes) is off
 pytestmark = pytest.mark.usefixtures("row_kernels")

@@ -13,29 +13,12 @@ from hypothesis import strategies as st
 
 import cconv
 from support.checks import assert_close
-from support.reference import (conv_output_size, fold_reference, ref_backward_data,
-                               ref_backward_weight, ref_conv2d)
+from support.reference import (NUMPY_MODE, conv_output_size, fold_reference, mode_limit_ok,
+                               np_pad, ref_backward_data, ref_backward_weight, ref_conv2d)
 from support.strategies import from_layout, to_layout
 
-NUMPY_MODE = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge",
-              "circular": "wrap", "constant": "constant", "zeros": "constant"}
 MODES = tuple(NUMPY_MODE)
 ALGOS = ("auto", "direct", "winograd", "gemm", "depthwise")
-
-
-def np_pad(x, pads, mode, value=0.0):
-    """NCHW ``x`` padded by numpy.pad in ``mode``."""
-    kw = {"constant_values": value} if mode == "constant" else {}
-    return np.pad(x, ((0, 0), (0, 0)) + tuple(pads), mode=NUMPY_MODE[mode], **kw)
-
-
-def mode_limit_ok(mode, pads, hw):
-    for (lo, hi), size in zip(pads, hw):
-        if mode == "reflect" and max(lo, hi) >= size:
-            return False
-        if mode == "circular" and max(lo, hi) > size:
-            return False
-    return True
 
 
 @st.composite

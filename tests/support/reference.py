@@ -349,3 +349,25 @@ def fold_reference(grad_padded, hw, pads, mode):
         for j in range(c):
             np.add.at(out[i, j], padded_index[keep], grad_padded[i, j][keep])
     return out.reshape(n, c, h, w)
+
+
+# cconv's padding modes as numpy.pad modes (a constant's value passed separately)
+NUMPY_MODE = {"reflect": "reflect", "symmetric": "symmetric", "replicate": "edge",
+              "circular": "wrap", "constant": "constant", "zeros": "constant"}
+
+
+def np_pad(x, pads, mode, value=0.0):
+    """NCHW ``x`` padded by numpy.pad in ``mode`` (``value`` for ``"constant"``)."""
+    kw = {"constant_values": value} if mode == "constant" else {}
+    return np.pad(x, ((0, 0), (0, 0)) + tuple(pads), mode=NUMPY_MODE[mode], **kw)
+
+
+def mode_limit_ok(mode, pads, hw):
+    """True when ``mode`` can pad axes of sizes ``hw`` by ``pads`` (reflect needs padding
+    smaller than the axis, circular at most the axis)."""
+    for (lo, hi), size in zip(pads, hw):
+        if mode == "reflect" and max(lo, hi) >= size:
+            return False
+        if mode == "circular" and max(lo, hi) > size:
+            return False
+    return True
