@@ -1,4 +1,5 @@
-"""The channel-blocked path of the NCHW depthwise kernels, for small planes.
+"""Channels in the vector lanes: the channel-blocked NCHW depthwise path for small planes,
+and the few-channel filter banks' strided forward and weight gradient.
 
 The row-vector NCHW kernels vectorise along a plane's rows; on a plane of a few vectors per
 row (MobileNet's 28x28 and smaller) a plane's fixed costs (the fill, the partial vectors at
@@ -20,6 +21,12 @@ transposed back.  This module builds their tables: the padding maps, the output 
 * Weight gradient: per image and tap, the gradient's pixel vectors times the padded
   input's; the images' partial sums added in order (the result does not depend on the
   thread count).
+
+A filter bank over a one- to four-channel image (groups 1: an RGB layer, ResNet-50's stem)
+puts its *output* channels in the lanes instead (``FewChannelForward``,
+``FewChannelWeights``): every input pixel is broadcast to a vector of output channels, so
+all vector loads are aligned, where the row kernels read the input at each tap's column
+offset.
 """
 
 from __future__ import annotations
