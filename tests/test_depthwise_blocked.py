@@ -402,3 +402,26 @@ def test_few_channel_forward_kernel_refuses_reads_outside_its_band():
         with pytest.raises(ValueError):
             blocked.kernels.forward_few(**bad)
         assert (bad["y"] == 7.0).all(), f"{sorted(change)}: wrote before refusing"
+
+
+def test_workspace_counts_the_lane_kernels_buffers():
+    # what a call of each lane kernel allocates: per-thread scratch, regrouped weights,
+    # partial sums; the row kernels' estimate would miss the partial sums
+    from cconv._geometry import make_geometry
+    rgb = make_geometry((8, 3, 64, 64), (32, 3, 3, 3), padding=1)
+    stem = make_geometry((2, 3, 32, 32), (32, 3, 7, 7), stride=2, padding=3)
+    small = make_geometry((4, 32, 14, 14), (32, 1, 3, 3), padding=1, groups=32)
+    for geom in (rgb, stem, small):
+        algo = DepthwiseConvolution(geom)
+        item = geom.dtype.itemsize
+        if blocked.applies(geom, "backward_weight"):
+            lay = blocked.BlockedLayout(geom, blocked.vector_length(geom))
+            want = 3 * lay.scratch * item + geom.N * geom.R * geom.S * lay.kpad * item
+        else:
+            few = blocked.FewChannelWeights(geom, algo._padding)
+            want = (3 * few.scratch * item
+                    + geom.N * few.nbands * geom.C * geom.R * geom.S * few.kpad * item)
+        assert algo.workspace_bytes("backward_weight", 3) == want
+    fwd = blocked.FewChannelForward(stem, DepthwiseConvolution(stem)._padding)
+    assert DepthwiseConvolution(stem).workspace_bytes("forward", 2) == (
+        2 * fwd.scratch * 4 + 3 * 49 * fwd.kpad * 4)

@@ -704,6 +704,14 @@ class DepthwiseConvolution(Algorithm):
             k = g.kernel_geometry
             return (k.N * k.C * k.H * k.W * item
                     + DepthwiseConvolution.for_geometry(k).workspace_bytes(op, nthreads))
+        if not nhwc and op == "forward" and blocked.few_channel_forward(g):
+            fwd = self._few_channel_forward()
+            return int(nthreads * fwd.scratch * item + g.C * g.R * g.S * fwd.kpad * item)
+        if (not nhwc and op == "backward_weight" and not blocked.applies(g, op)
+                and blocked.few_channel_weights(g)):
+            few = self._few_channel_weights()  # its scratch, then the partial sums
+            return int(nthreads * few.scratch * item
+                       + g.N * few.nbands * g.C * g.R * g.S * few.kpad * item)
         if not nhwc and blocked.applies(g, op):
             bl = self._blocked_layout()
             weights = g.R * g.S * bl.kpad * item  # the regrouped weights / partial sums
