@@ -89,8 +89,15 @@ def test_random_shapes_match_reference(n, c, mult, h, w, r, s, sh, sw, dh, dw, p
             results[-1] += (dx,)
     for first, other in zip(results[0], results[1]):
         assert np.array_equal(first, other)  # any thread count: the same bits
-    # (a multiplier's data gradient sums planes: the row kernels' job)
-    assert spy.calls["correlate"] == 2 + 2 * (mult == 1)
+    # (a multiplier's data gradient sums planes: the row kernels' job; a one-channel
+    # image's strided filter bank goes to the few-channel forward when its output
+    # channels fill a vector)
+    from cconv._geometry import make_geometry
+    geom = make_geometry(x.shape, wt.shape, stride=(sh, sw), dilation=(dh, dw),
+                         padding=padding, groups=c, dtype=dtype)
+    forward_here = not blocked.few_channel_forward(geom)
+    assert spy.calls["correlate"] == 2 * forward_here + 2 * (mult == 1)
+    assert spy.calls["forward_few"] == 2 * (not forward_here)
     assert spy.calls["weight"] == 2
 
 
