@@ -172,7 +172,7 @@ def _forward_tables(x, wt, pads=1):
     """A valid forward call's arguments (3x3, stride 1, zero padding ``pads``)."""
     from cconv._geometry import make_geometry
     geom = make_geometry(x.shape, wt.shape, padding=pads, groups=x.shape[1], dtype=x.dtype)
-    lay = blocked.BlockedLayout(geom, blocked.vector_length(geom))
+    lay = blocked.BlockedLayout(geom, DepthwiseConvolution(geom)._padding)
     y = np.zeros((x.shape[0], x.shape[1], geom.OH, geom.OW), x.dtype)
     args = dict(x=x, wt=lay.weights(wt), y=y, bias=np.zeros(0, x.dtype), row_src=lay.row_src,
                 col_src=lay.col_src, pt=pads, pl=pads, value=0.0, mult=1,
@@ -422,7 +422,7 @@ def test_workspace_counts_the_lane_kernels_buffers():
         algo = DepthwiseConvolution(geom)
         item = geom.dtype.itemsize
         if blocked.applies(geom, "backward_weight"):
-            lay = blocked.BlockedLayout(geom, blocked.vector_length(geom))
+            lay = blocked.BlockedLayout(geom, DepthwiseConvolution(geom)._padding)
             want = 3 * lay.scratch * item + geom.N * geom.R * geom.S * lay.kpad * item
         else:
             few = blocked.FewChannelWeights(geom, algo._padding)

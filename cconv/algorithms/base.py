@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, FrozenSet, Optional, Tuple, Type
+from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Optional, Tuple, Type
 
+import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
@@ -173,3 +174,16 @@ def memory_layout(array_nchw: Array) -> Optional[str]:
 @functools.lru_cache(maxsize=256)
 def _instance(cls: Type[Algorithm], geom: ConvGeometry) -> Algorithm:
     return cls(geom)
+
+
+def compute_into(y: Array, alpha: float, beta: float,
+                 call: Callable[[Array, float, float], None]) -> None:
+    """``call(out, a, b)`` (a kernel writing ``out = a * result + b * out``) into ``y``, or,
+    when ``y`` is not contiguous (the kernels take contiguous arrays), into a temporary
+    whose result is then scaled into ``y``."""
+    if y.flags.c_contiguous:
+        call(y, alpha, beta)
+        return
+    tmp = np.empty(y.shape, y.dtype)
+    call(tmp, 1.0, 0.0)
+    y[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * y

@@ -64,7 +64,7 @@ import numpy.typing as npt
 from .. import _boundary
 from .._simd import depthwise as kernels
 from . import depthwise_blocked as blocked
-from .base import OPS, Algorithm, memory_layout
+from .base import OPS, Algorithm, compute_into, memory_layout
 from .direct import NO_BIAS, DirectConvolution
 
 if TYPE_CHECKING:
@@ -488,14 +488,8 @@ class DepthwiseConvolution(Algorithm):
         src = np.ascontiguousarray(src)
         if column_rows:
             options["column_rows"] = column_rows
-        if dst.flags.c_contiguous:
-            run(src, w, dst, bias, tap_off, *layout, alpha, beta, scratch, nthreads, *extra,
-                **options)
-            return
-        tmp = np.empty(dst.shape, self.geom.dtype)
-        run(src, w, tmp, bias, tap_off, *layout, 1.0, 0.0, scratch, nthreads, *extra,
-            **options)
-        dst[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * dst
+        compute_into(dst, alpha, beta, lambda out, a, b: run(
+            src, w, out, bias, tap_off, *layout, a, b, scratch, nthreads, *extra, **options))
 
     # -- passes ----------------------------------------------------------------------------
 
@@ -550,7 +544,7 @@ class DepthwiseConvolution(Algorithm):
     def _blocked_layout(self) -> blocked.BlockedLayout:
         """The channel-blocked kernels' tables (built on first use)."""
         if self._blocked is None:
-            self._blocked = blocked.BlockedLayout(self.geom, blocked.vector_length(self.geom))
+            self._blocked = blocked.BlockedLayout(self.geom, self._padding)
         return self._blocked
 
     def _forward_args(self, nthreads: int) -> Tuple[Taps, Tuple[Any, ...], int]:

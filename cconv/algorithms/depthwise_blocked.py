@@ -31,13 +31,14 @@ offset.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
 import numpy as np
 import numpy.typing as npt
 
 from .. import _boundary
 from .._simd import blocked as kernels
+from .base import compute_into
 
 if TYPE_CHECKING:
     from .._geometry import ConvGeometry
@@ -118,40 +119,25 @@ class BlockedLayout:
     """The tables of the channel-blocked kernels for one geometry (``vl`` channels a
     vector): see the module docstring."""
 
-    def __init__(self, geom: ConvGeometry, vl: int) -> None:
+    def __init__(self, geom: ConvGeometry, padding: Tuple[Any, ...]) -> None:
         g = self.geom = geom
-        self.vl = vl
-        (pt, pb), (pl, pr) = g.pads
+        vl = self.vl = vector_length(g)
         self.kpad = -(-g.K // vl) * vl
-        # forward / weight gradient: the input padded by the geometry's mode
-        self.row_src = _boundary.padded_source(g.H, pt, pb, g.padding_mode)
-        self.col_src = _boundary.padded_source(g.W, pl, pr, g.padding_mode)
-        self.value = g.padding_value if g.padding_mode == "constant" else 0.0
-        Wp = g.W + pl + pr
-        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
-        self.off = self._frozen(((r * g.dilation[0] * Wp + s * g.dilation[1]) * vl).ravel())
-        self.widx = self._frozen(np.arange(g.R * g.S))
-        self.phases = self._frozen(np.array(
+        # forward / weight gradient: the input padded by the geometry's mode (the
+        # algorithm's maps: row_src, col_src, left padding, value)
+        self.row_src, self.col_src, _, self.value = padding
+        Wp = len(self.col_src)
+        self.off = _frozen(_tap_offsets(g, Wp) * vl)
+        self.widx = _frozen(np.arange(g.R * g.S))
+        self.phases = _frozen(np.array(
             [[0, g.OW, 1, g.OH, g.OW, g.stride[0], g.stride[1], 0, g.R * g.S,
               int(g.stride[1] == 1 and g.dilation[1] == 1 and g.S == 3)]]))
-        self.scratch = ((g.H + pt + pb) * Wp + g.OH * g.OW) * vl
+        self.scratch = (len(self.row_src) * Wp + g.OH * g.OW) * vl
         self._data: Tuple[Any, ...] = ()
-        for table in (self.row_src, self.col_src):
-            table.setflags(write=False)
-
-    @staticmethod
-    def _frozen(values: Any) -> Table:
-        table = np.ascontiguousarray(values, dtype=np.int64)
-        table.setflags(write=False)  # shared by every call
-        return table
 
     def weights(self, w: Array) -> Array:
-        """(R*S, Kpad): each tap's weights of every output channel side by side, zero past
-        the last channel."""
-        g = self.geom
-        wt = np.zeros((g.R * g.S, self.kpad), g.dtype)
-        wt[:, :g.K] = w.reshape(g.K, g.R * g.S).T
-        return wt
+        """(R*S, Kpad): see :func:`_lane_weights`."""
+        return _lane_weights(self.geom, w, self.kpad)
 
     def scratch_elements(self, op: str) -> int:
         """Elements of one thread's buffers for pass ``op``."""
@@ -168,7 +154,7 @@ class BlockedLayout:
             kernels.correlate(np.ascontiguousarray(x), self.weights(w), out, bias,
                               self.row_src, self.col_src, pt, pl, self.value, g.Kg,
                               self.phases, self.off, self.widx, a, b, scratch, nthreads)
-        _into(y, alpha, beta, call)
+        compute_into(y, alpha, beta, call)
 
     def backward_data(self, dy: Array, w: Array, dx: Array, bias: Array, alpha: float,
                       beta: float, scratch: Array, nthreads: int) -> None:
@@ -180,7 +166,7 @@ class BlockedLayout:
             kernels.correlate(np.ascontiguousarray(dy), self.weights(w), out, bias, row_src,
                               col_src, top, left, 0.0, 1, phases, off, widx, a, b, scratch,
                               nthreads, *folding)
-        _into(dx, alpha, beta, call)
+        compute_into(dx, alpha, beta, call)
 
     def backward_weight(self, dy: Array, x: Array, scratch: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, 1, R, S) array: per-image sums added
@@ -242,7 +228,7 @@ class BlockedLayout:
             widx += [t for t, _, _ in taps]
         row_src = _boundary.padded_source(g.OH, top, height - g.OH - top, "zeros")
         col_src = _boundary.padded_source(g.OW, left, width - g.OW - left, "zeros")
-        tables = [self._frozen(t) for t in (row_src, col_src, phases, off, widx)]
+        tables = [_frozen(t) for t in (row_src, col_src, phases, off, widx)]
         scratch = (height * width + g.H * g.W) * self.vl
         folding: Tuple[Any, ...] = ()
         if g is not self.geom:
@@ -260,7 +246,7 @@ def applies(geom: ConvGeometry, op: str) -> bool:
     g = geom
     (pt, pb), (pl, pr) = g.pads
     padded = (g.H + pt + pb) * (g.W + pl + pr)
-    if g.Cg != 1 or padded == 0 or g.H * g.W == 0 or g.OH * g.OW == 0:
+    if g.Cg != 1 or g.H * g.W == 0 or g.OH * g.OW == 0:
         return False
     if op == "backward_data" and g.Kg != 1:
         return False
@@ -287,8 +273,7 @@ class FewChannelWeights:
         g = self.geom = geom
         self.row_src, self.col_src, self.pl, self.value = padding
         Wp = len(self.col_src)
-        r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
-        self.off = BlockedLayout._frozen((r * g.dilation[0] * Wp + s * g.dilation[1]).ravel())
+        self.off = _frozen(_tap_offsets(g, Wp))
         self.in_rows = (g.R - 1) * g.dilation[0] + 1
         vl = vector_length(g)
         self.kpad = -(-g.K // vl) * vl
@@ -327,9 +312,8 @@ class FewChannelForward:
         row_bytes = g.OW * vl * g.dtype.itemsize
         self.band = max(1, min(g.OH, FEW_BAND_BYTES // 4 // max(1, row_bytes)))
         rows = (self.band - 1) * g.stride[0] + self.in_rows  # a channel's rows in a band
-        c, r, s = np.meshgrid(np.arange(g.C), np.arange(g.R), np.arange(g.S), indexing="ij")
-        self.off = BlockedLayout._frozen(
-            (c * rows * Wp + r * g.dilation[0] * Wp + s * g.dilation[1]).ravel())
+        channels = np.arange(g.C)[:, None] * rows * Wp
+        self.off = _frozen((channels + _tap_offsets(g, Wp)[None, :]).ravel())
         self.scratch = 2 * self.band * g.OW * vl + g.C * rows * Wp
 
     def forward(self, x: Array, w: Array, y: Array, bias: Array, alpha: float, beta: float,
@@ -337,14 +321,13 @@ class FewChannelForward:
         """``y = alpha * (conv(x, w) + bias) + beta * y`` (NCHW views, ``bias`` possibly
         empty)."""
         g = self.geom
-        wt = np.zeros((g.C * g.R * g.S, self.kpad), g.dtype)
-        wt[:, :g.K] = w.reshape(g.K, -1).T
+        wt = _lane_weights(g, w, self.kpad)
 
         def call(out: Array, a: float, b: float) -> None:
             kernels.forward_few(np.ascontiguousarray(x), wt, out, bias, self.row_src,
                                 self.col_src, self.pl, self.value, g.stride[0], g.stride[1],
                                 self.off, self.in_rows, self.band, a, b, scratch, nthreads)
-        _into(y, alpha, beta, call)
+        compute_into(y, alpha, beta, call)
 
 
 def few_channel_forward(geom: ConvGeometry) -> bool:
@@ -370,13 +353,23 @@ def vector_length(geom: ConvGeometry) -> int:
     return int(kernels.VECTOR_LENGTH[geom.dtype.name])
 
 
-def _into(y: Array, alpha: float, beta: float,
-          call: Callable[[Array, float, float], None]) -> None:
-    """``call(out, alpha, beta)`` into ``y``, or into a temporary when ``y`` is not
-    contiguous (the epilogue then applied on the copy)."""
-    if y.flags.c_contiguous:
-        call(y, alpha, beta)
-        return
-    tmp = np.empty(y.shape, y.dtype)
-    call(tmp, 1.0, 0.0)
-    y[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * y
+def _frozen(values: Any) -> Table:
+    """A contiguous int64 table, read-only: shared by every call."""
+    table = np.ascontiguousarray(values, dtype=np.int64)
+    table.setflags(write=False)
+    return table
+
+
+def _tap_offsets(g: ConvGeometry, row: int) -> Table:
+    """(R*S,): each filter tap's offset ``r * dh * row + s * dw`` in rows of ``row``
+    elements (pixels, or pixel vectors once multiplied by the vector length)."""
+    r, s = np.meshgrid(np.arange(g.R), np.arange(g.S), indexing="ij")
+    return (r * g.dilation[0] * row + s * g.dilation[1]).ravel()
+
+
+def _lane_weights(g: ConvGeometry, w: Array, kpad: int) -> Array:
+    """(Cg*R*S, Kpad): each tap's weights of every output channel side by side (the vector
+    lanes), zero past the last channel."""
+    wt = np.zeros((g.Cg * g.R * g.S, kpad), g.dtype)
+    wt[:, :g.K] = w.reshape(g.K, -1).T
+    return wt
