@@ -254,7 +254,11 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
     convolutions, see ``algorithms.direct.runs_on_rows``) with at least
     :data:`ROW_MIN_CHANNELS` input or output channels per group: 1.06-3.8x the depthwise
     kernels on filter banks and few-channel layers, while with at most 4 of each the
-    depthwise kernels win (:data:`ROW_KERNEL_MEASUREMENTS`).
+    depthwise kernels win (:data:`ROW_KERNEL_MEASUREMENTS`); and for their weight gradient
+    from ``algorithms.direct.ROW_WEIGHT_MIN_CHANNELS`` input channels per group: 1.07-4.3x
+    GEMM on 1 thread, 1.06-8.2x on 2 (64 -> 64 with 1 and 2 taps, 128 -> 128 1x1, 256 ->
+    256, 8 -> 64 and 16 -> 16 with 9 taps, 16384 samples; ``find_algorithms``, AMD EPYC Zen
+    5, AVX-512).
 
     The depthwise kernels wherever each group has one input channel (depthwise layers, and
     filter banks over one-channel images): they measured 1.2-8.7x the direct algorithm on

@@ -183,7 +183,10 @@ def check_passes(case, algos=("direct", "auto")):
     enough), and for "auto" when a group has >= ROW_MIN_CHANNELS channels on either side."""
     geom = lifted_geometry(case)
     assert direct.runs_on_rows(geom, "forward") and direct.runs_on_rows(geom, "backward_data")
-    assert not direct.runs_on_rows(geom, "backward_weight")
+    # the weight gradient's rule adds a channel count (tests/test_conv1d_rows_weight.py)
+    assert direct.runs_on_rows(geom, "backward_weight") == (
+        case.cg >= direct.ROW_WEIGHT_MIN_CHANNELS and case.dy.shape[2] >= MIN_TILES * TILE_WIDTH[
+            case.dtype.name])
     fwd, bwd, tr = case.forward_ref(), case.backward_data_ref(), case.transpose_ref()
     pl = case.pads[0]
     for algo in algos:
@@ -320,10 +323,12 @@ def test_row_threshold(dtype, short):
     assert direct.runs_on_rows(plan.plan_2d.geometry, "forward") == (short == 0)
 
 
-def test_weight_gradient_does_not_use_rows():
-    """conv1d_backward on a long row: the data gradient runs on the rows, the weight
-    gradient on the blocked tiles; both right."""
+def test_few_channel_weight_gradient_does_not_use_rows():
+    """conv1d_backward on a long row with fewer input channels per group than the weight
+    gradient's row kernel needs: the data gradient runs on the rows, the weight gradient on
+    the blocked tiles; both right."""
     case = make_case("float64", 2, 6, 9, 3, 4, (8, 1), extra=11)
+    assert case.cg < direct.ROW_WEIGHT_MIN_CHANNELS
     with row_calls() as calls:
         dx, dw, db = cconv.conv1d_backward(case.dy, case.x, case.w, **case.kwargs)
     assert len(calls) == 1 and calls[0].out_width == case.x.shape[2]

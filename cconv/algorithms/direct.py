@@ -10,7 +10,9 @@ One-row problems (a 1-D convolution lifted to H = 1) with contiguous NCHW activa
 forward and backward-data on the row-vector kernels instead (``_kernels/_rows``): vectors
 along the signal, read and written in place, where the blocked tiles would repack the
 whole signal channels-innermost and store their result one element at a time (measured:
-1.3-1.9x faster on WaveNet-style layers, see ``ROW_KERNEL_MIN_TILES``).
+1.3-1.9x faster on WaveNet-style layers, see ``ROW_KERNEL_MIN_TILES``).  Their weight
+gradient (from ``ROW_WEIGHT_MIN_CHANNELS`` input channels per group) transposes only a
+window of the input at a time and broadcasts the output gradient from its rows in place.
 """
 
 from __future__ import annotations
@@ -41,6 +43,21 @@ Array = npt.NDArray[Any]
 # fast.  (WaveNet layers, 16384 samples, AMD EPYC Zen 4, AVX-512, 2 threads: row kernels
 # 1.3-1.9x the blocked tiles' forward; on 2-D layers the blocked tiles win, 0.3-1.0x.)
 ROW_KERNEL_MIN_TILES = 4
+
+# The row kernels' weight gradient puts a group's input channels in the vector lanes (the
+# input transposed a window at a time, the output gradient broadcast from its rows): it
+# needs enough channels to fill them.  Against the blocked tiles (which repack both whole
+# signals channels-innermost: 40% of their time), float32, 16384 samples, 1 thread, AMD EPYC
+# Zen 5 (one-off loop, medians of 15 calls; AVX-512 / the AVX2 build on the same CPU):
+# 4 x 64 -> 64, 2 taps 1.69x / 1.49x (2 threads 1.93x / 1.87x); 3 taps, dilation 32 1.52x;
+# 1 x 256 -> 256, dilation 256 1.13x / 1.20x; 4 x 8 -> 64, 3 taps 1.32x / 1.27x; 8 -> 8
+# 1.50x / 1.35x; float64 64 -> 64 2.00x / 2.78x; the SSE build 1.21x (64) and 1.42x (8).
+ROW_WEIGHT_MIN_CHANNELS = 8
+# Its partial sums: at most this many pieces (a fixed count, so the sum's order does not
+# depend on the thread count; enough for dynamic scheduling on 16 threads), fewer where
+# their memory would pass ROW_WEIGHT_PARTIAL_BYTES.
+ROW_WEIGHT_PIECES = 16
+ROW_WEIGHT_PARTIAL_BYTES = 8 << 20
 
 # The kernels take a bias memoryview even without a bias: an empty one means none.
 NO_BIAS: Dict[np.dtype[Any], Array] = {dtype: np.zeros(0, dtype) for dtype in COMPUTE_DTYPES}
@@ -116,6 +133,10 @@ class DirectConvolution(Algorithm):
         """Bytes of the packed and blocked buffers one call of ``op`` allocates (the same
         at any thread count, except on the row kernels, which have per-thread scratch)."""
         g, item = self.geom, self.geom.dtype.itemsize
+        if self._runs_on_rows(op) and op == "backward_weight":
+            padded, chunk, pieces = self._rows_weight_layout()
+            scratch = row_kernels.weight_scratch_size(padded, g.S, g.dilation[1], chunk)
+            return int(nthreads * scratch + pieces * g.groups * g.Kg * g.S * padded) * item
         if self._runs_on_rows(op):
             ins, outs = (g.Cg, g.Kg) if op == "forward" else (g.Kg, g.Cg)
             scratch = row_kernels.scratch_size(ins, outs, 1, g.S, g.dilation[1], g.dtype.name)
@@ -388,8 +409,37 @@ class DirectConvolution(Algorithm):
             else:
                 dx[...] = alpha * total + beta * dx
 
+    def _rows_weight_layout(self) -> Tuple[int, int, int]:
+        """(input channels per group padded to whole vectors, output columns per item,
+        pieces) of the row kernels' weight gradient (see ``_kernels/_rows.weight``)."""
+        g = self.geom
+        vl = row_kernels.VECTOR_LENGTH[g.dtype.name]
+        padded = -(-g.Cg // vl) * vl
+        chunk = row_kernels.weight_chunk(padded, g.dtype.name)
+        items = g.N * -(-g.OW // chunk)
+        one = g.groups * g.Kg * g.S * padded * g.dtype.itemsize
+        pieces = max(1, min(ROW_WEIGHT_PIECES, items, ROW_WEIGHT_PARTIAL_BYTES // one))
+        return padded, chunk, pieces
+
+    def _rows_backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
+        """The weight gradient of a one-row problem: per piece of the (image, column chunk)
+        items a partial sum from the row kernels, the pieces added in a fixed order."""
+        g = self.geom
+        padded, chunk, pieces = self._rows_weight_layout()
+        with _workspace.scope() as ws:
+            size = row_kernels.weight_scratch_size(padded, g.S, g.dilation[1], chunk)
+            scratch = ws.empty(nthreads * size, g.dtype).reshape(nthreads, size)
+            partial = ws.empty(pieces * g.groups * g.Kg * g.S * padded, g.dtype).reshape(
+                pieces, g.groups, g.Kg, g.S, padded)
+            row_kernels.weight(x, dy, partial, g.dilation[1], g.pads[1][0], chunk, scratch,
+                               nthreads)
+            total = partial.sum(axis=0)[..., :g.Cg]
+        return np.ascontiguousarray(total.transpose(0, 1, 3, 2)).reshape(g.K, g.Cg, 1, g.S)
+
     def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, R, S) array."""
+        if self._runs_on_rows("backward_weight") and self._rows_arrays(x, dy):
+            return self._rows_backward_weight(dy, x, nthreads)
         g, p = self.geom, self.schedule("backward_weight")
         fwd = p.info.forward
         with _workspace.scope() as ws:
@@ -418,13 +468,16 @@ class DirectConvolution(Algorithm):
 def runs_on_rows(g: ConvGeometry, op: str) -> bool:
     """Whether the direct algorithm runs pass ``op`` of ``g`` on the row-vector kernels: a
     one-row problem (input, output and filter one row high: a lifted 1-D convolution),
-    column stride 1, zero padding, a row of at least ``ROW_KERNEL_MIN_TILES`` tiles; not the
-    weight gradient.  (At run time the activations must also be contiguous NCHW arrays.)"""
-    if op == "backward_weight" or g.H != 1 or g.R != 1 or g.OH != 1 or g.stride[1] != 1:
+    column stride 1, zero padding, a row of at least ``ROW_KERNEL_MIN_TILES`` tiles; the
+    weight gradient also needs ``ROW_WEIGHT_MIN_CHANNELS`` input channels per group.  (At
+    run time the activations must also be contiguous NCHW arrays.)"""
+    if g.H != 1 or g.R != 1 or g.OH != 1 or g.stride[1] != 1:
         return False
     if g.padding_mode != "zeros" and padding_maps(g):
         return False
-    width = g.OW if op == "forward" else g.W
+    if op == "backward_weight" and g.Cg < ROW_WEIGHT_MIN_CHANNELS:
+        return False
+    width = g.W if op == "backward_data" else g.OW
     return width >= ROW_KERNEL_MIN_TILES * row_kernels.TILE_WIDTH[g.dtype.name]
 
 
