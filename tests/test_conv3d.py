@@ -434,6 +434,10 @@ DEPTHWISE_3D_CASES = [
     # block kind: four vectors, single vectors, the scalar tail
     (1, 87, (3, 4, 11), (3, 3, 3), (1, 1, 1), (1, 1, 1), ((1, 1), (1, 1), (1, 1))),
     (1, 36, (3, 3, 13), (1, 2, 3), (1, 1, 2), (1, 1, 2), ((0, 0), (1, 0), (2, 2))),
+    # rows of several pixel blocks (3-wide, column stride 1: AVX-512's blocks of 4 output
+    # pixels) then pairs and a single: widths 16 and 19, 64 and 83 channels
+    (1, 64, (3, 4, 16), (3, 3, 3), (1, 1, 1), (1, 1, 1), ((1, 1), (1, 1), (1, 1))),
+    (2, 83, (2, 3, 19), (2, 3, 3), (1, 2, 1), (2, 1, 1), ((1, 0), (1, 1), (1, 1))),
 ]
 
 

@@ -458,9 +458,11 @@ def test_nchw_weight_gradient_in_tap_passes_on_any_thread_count(R, S, groups, cg
     ((1, 2), (2, 1), ((0, 2), (1, 1)))])
 @pytest.mark.parametrize("channels", [83, 144, 5])
 def test_nhwc_forward_rows_in_pixel_pairs(stride, dilation, pads, channels):
-    """The NHWC forward's interior pixels go two at a time through the 3-D kernel's row
-    (a one-deep volume): whole 4-vector channel blocks, single vectors and a scalar tail,
-    with edges, strides, dilation, bias and alpha / beta, against the reference."""
+    """The NHWC forward's interior pixels go through the 3-D kernel's row (a one-deep
+    volume): in blocks of ``NHWC_BLOCK`` pixels where the kernel has them (3-wide filter,
+    stride and dilation 1 along the row) and the rest two at a time: whole 4-vector
+    channel blocks, single vectors and a scalar tail, with edges, strides, dilation, bias
+    and alpha / beta, against the reference."""
     rng = np.random.default_rng(channels)
     x = rng.standard_normal((2, channels, 9, 23))
     w = rng.standard_normal((channels, 1, 3, 3))
