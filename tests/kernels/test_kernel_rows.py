@@ -69,7 +69,7 @@ CASES = [
     (1, 5, 3, 1, 1, 17, 1, 4, 1, 1, 1, 0, 3, 17),         # shorter than one tile
     # many channels: the reduction runs in L1-sized chunks (see test_chunked_cases_chunk)
     (1, 160, 10, 1, 1, 400, 1, 5, 1, 1, 30, 0, 50, 400),
-    (2, 192, 6, 2, 3, 230, 2, 3, 1, 2, 9, 1, 4, 220),
+    (2, 256, 6, 2, 3, 230, 2, 3, 1, 2, 9, 1, 4, 220),
 ]
 CHUNKED = CASES[-2:]
 
