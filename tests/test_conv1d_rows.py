@@ -231,21 +231,25 @@ CHANNELS = st.one_of(
     st.tuples(st.integers(1, 3), st.integers(1, 20), st.integers(1, 16)))
 
 
+def draw_padding(draw, span):
+    """A padding for a filter extent ``span``: "same", "valid", asymmetric, or a left
+    padding past the extent (the data gradient's equivalent padding is then negative)."""
+    form = draw(st.sampled_from(["same", "valid", "asymmetric", "past_extent"]))
+    if form in ("same", "valid"):
+        return form
+    if form == "asymmetric":
+        left = draw(st.integers(0, span + 3))
+        return (left, draw(st.integers(0, span + 3).filter(lambda v: v != left)))
+    return (span + draw(st.integers(1, 40)), draw(st.integers(0, span)))
+
+
 @st.composite
 def long_cases(draw):
     dtype = draw(st.sampled_from(["float32", "float64"]))
     groups, cg, kg = draw(CHANNELS)
     s = draw(st.integers(1, 9))
     dilation = 1 if s == 1 else draw(st.sampled_from([1, 2, 3, 5, 16, 40]))
-    span = (s - 1) * dilation
-    form = draw(st.sampled_from(["same", "valid", "asymmetric", "past_extent"]))
-    if form in ("same", "valid"):
-        padding = form
-    elif form == "asymmetric":
-        left = draw(st.integers(0, span + 3))
-        padding = (left, draw(st.integers(0, span + 3).filter(lambda v: v != left)))
-    else:  # left padding past the kernel extent: the data gradient's is negative
-        padding = (span + draw(st.integers(1, 40)), draw(st.integers(0, span)))
+    padding = draw_padding(draw, (s - 1) * dilation)
     tiles = draw(st.integers(MIN_TILES, MIN_TILES + 2))
     extra = draw(st.integers(0, TILE_WIDTH[dtype] - 1))  # 0: the last tile full
     return make_case(dtype, groups, cg, kg, s, dilation, padding, n=draw(st.integers(1, 3)),

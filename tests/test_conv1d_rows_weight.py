@@ -30,7 +30,8 @@ from cconv import _threads, _workspace
 from cconv.algorithms import direct
 from support.reference_nd import ref_backward_weight
 
-from test_conv1d_rows import ROWS, TILE_WIDTH, MIN_TILES, assert_within_rounding, make_case
+from test_conv1d_rows import (MIN_TILES, ROWS, TILE_WIDTH, assert_within_rounding,
+                              draw_padding, make_case)
 
 MIN_CHANNELS = direct.ROW_WEIGHT_MIN_CHANNELS
 
@@ -83,15 +84,7 @@ def weight_cases(draw):
     s = draw(st.integers(1, 7))
     # up to 300: past the smallest chunk (128 columns), so some draws take a window per tap
     dilation = 1 if s == 1 else draw(st.sampled_from([1, 2, 5, 40, 150, 300]))
-    span = (s - 1) * dilation
-    form = draw(st.sampled_from(["same", "valid", "asymmetric", "past_extent"]))
-    if form in ("same", "valid"):
-        padding = form
-    elif form == "asymmetric":
-        left = draw(st.integers(0, span + 3))
-        padding = (left, draw(st.integers(0, span + 3).filter(lambda v: v != left)))
-    else:
-        padding = (span + draw(st.integers(1, 40)), draw(st.integers(0, span)))
+    padding = draw_padding(draw, (s - 1) * dilation)
     tiles = draw(st.integers(MIN_TILES, MIN_TILES + 8))
     extra = draw(st.integers(0, TILE_WIDTH[dtype] - 1))
     return make_case(dtype, groups, cg, kg, s, dilation, padding, n=draw(st.integers(1, 3)),
