@@ -216,13 +216,14 @@ def test_wavenet_weight_gradient_matches_torch():
 def test_thread_counts_give_identical_bits(dtype):
     """The pieces do not depend on the thread count and are added in a fixed order: 1, 2
     and 3 threads give the same bits."""
-    case = make_case(dtype, 2, 17, 9, 3, 4, (6, 1), tiles=MIN_TILES + 40, extra=7, n=3,
-                     bias=False, seed=4)
+    # about 4000 samples whatever the tile width: enough work for 3 threads, several pieces
+    case = make_case(dtype, 2, 17, 9, 3, 4, (6, 1), tiles=MIN_TILES + 4000 // TILE_WIDTH[dtype],
+                     extra=7, n=3, bias=False, seed=4)
     results = []
     for nthreads in (1, 2, 3):
         got, calls = check_weight(case, "auto", nthreads)
         used = 1 if _threads._single_threaded_child else nthreads
-        assert [c[4] for c in calls] == [used] and calls[0][0] > 3
+        assert [c[4] for c in calls] == [used] and calls[0][0] > 1  # several pieces
         results.append(got)
     for got in results[1:]:
         np.testing.assert_array_equal(got, results[0])
