@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
+from .reference import mode_limit_ok
 from .reference_nd import (conv_output_sizes, resolve_padding, to_channels_last,
                            transpose_output_sizes, weight_to_last)
 from .strategies import with_memory
@@ -92,15 +93,6 @@ def channel_counts(draw):
     return c, c * draw(st.integers(1, 2)), c
 
 
-def _mode_fits(mode, pads, spatial):
-    for (lo, hi), size in zip(pads, spatial):
-        if mode == "reflect" and max(lo, hi) >= size:
-            return False
-        if mode == "circular" and max(lo, hi) > size:
-            return False
-    return True
-
-
 def _padding_argument(pads_list, form):
     """The padding keyword in ``form`` for explicit per-side pads (or a symmetric reduction)."""
     if form == "int":
@@ -156,7 +148,7 @@ def conv_cases(draw, rank, max_size=7, max_kernel=3, max_n=2, modes=MODES, dtype
     padding = _padding_argument(pads_list, form) if explicit else form
     pads = resolve_padding(padding, spatial, kernel, stride, dilation)
     mode = draw(st.sampled_from(modes))
-    if not _mode_fits(mode, pads, spatial):
+    if not mode_limit_ok(mode, pads, spatial):
         mode = "replicate"
     value = draw(st.sampled_from([1.5, -0.5])) if mode == "constant" else 0.0
     layout = draw(st.sampled_from(LAYOUTS[rank]))
@@ -199,7 +191,7 @@ def transpose_cases(draw, rank, max_size=5, max_kernel=3, max_n=2, modes=MODES, 
     pads = resolve_padding(padding, (1,) * rank, kernel)
     out = transpose_output_sizes(spatial, kernel, stride, pads, dilation, op)
     mode = draw(st.sampled_from(modes))
-    if not _mode_fits(mode, pads, out):
+    if not mode_limit_ok(mode, pads, out):
         mode = "replicate"
     layout = draw(st.sampled_from(LAYOUTS[rank]))
     weight_layout = draw(st.sampled_from(WEIGHT_LAYOUTS[rank]))
