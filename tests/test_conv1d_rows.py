@@ -244,16 +244,20 @@ def draw_padding(draw, span):
 
 
 @st.composite
-def long_cases(draw):
+def long_cases(draw, channels=CHANNELS, max_taps=9, dilations=(1, 2, 3, 5, 16, 40),
+               more_tiles=2, bias=True):
+    """Long-row cases: (groups, C/groups, K/groups) from ``channels``, 1 to ``max_taps``
+    taps at one of ``dilations``, any padding form, ``MIN_TILES`` to ``MIN_TILES +
+    more_tiles`` tiles plus a partial one, a drawn bias where ``bias``."""
     dtype = draw(st.sampled_from(["float32", "float64"]))
-    groups, cg, kg = draw(CHANNELS)
-    s = draw(st.integers(1, 9))
-    dilation = 1 if s == 1 else draw(st.sampled_from([1, 2, 3, 5, 16, 40]))
+    groups, cg, kg = draw(channels)
+    s = draw(st.integers(1, max_taps))
+    dilation = 1 if s == 1 else draw(st.sampled_from(dilations))
     padding = draw_padding(draw, (s - 1) * dilation)
-    tiles = draw(st.integers(MIN_TILES, MIN_TILES + 2))
+    tiles = draw(st.integers(MIN_TILES, MIN_TILES + more_tiles))
     extra = draw(st.integers(0, TILE_WIDTH[dtype] - 1))  # 0: the last tile full
     return make_case(dtype, groups, cg, kg, s, dilation, padding, n=draw(st.integers(1, 3)),
-                     tiles=tiles, extra=extra, bias=draw(st.booleans()),
+                     tiles=tiles, extra=extra, bias=draw(st.booleans()) if bias else False,
                      seed=draw(st.integers(0, 2 ** 32 - 1)))
 
 

@@ -31,7 +31,7 @@ from cconv.algorithms import direct
 from support.reference_nd import ref_backward_weight
 
 from test_conv1d_rows import (MIN_TILES, ROWS, TILE_WIDTH, assert_within_rounding,
-                              draw_padding, make_case)
+                              long_cases, make_case)
 
 MIN_CHANNELS = direct.ROW_WEIGHT_MIN_CHANNELS
 
@@ -77,23 +77,14 @@ CHANNELS = st.one_of(
     st.tuples(st.integers(1, 3), st.integers(MIN_CHANNELS, 40), st.integers(1, 14)))
 
 
-@st.composite
-def weight_cases(draw):
-    dtype = draw(st.sampled_from(["float32", "float64"]))
-    groups, cg, kg = draw(CHANNELS)
-    s = draw(st.integers(1, 7))
-    # up to 300: past the smallest chunk (128 columns), so some draws take a window per tap
-    dilation = 1 if s == 1 else draw(st.sampled_from([1, 2, 5, 40, 150, 300]))
-    padding = draw_padding(draw, (s - 1) * dilation)
-    tiles = draw(st.integers(MIN_TILES, MIN_TILES + 8))
-    extra = draw(st.integers(0, TILE_WIDTH[dtype] - 1))
-    return make_case(dtype, groups, cg, kg, s, dilation, padding, n=draw(st.integers(1, 3)),
-                     tiles=tiles, extra=extra, bias=False,
-                     seed=draw(st.integers(0, 2 ** 32 - 1)))
+# up to 7 taps at dilations up to 300: past the smallest chunk (128 columns), so some draws
+# take a window per tap; more tiles, so rows span several chunks
+WEIGHT_CASES = long_cases(channels=CHANNELS, max_taps=7, dilations=(1, 2, 5, 40, 150, 300),
+                          more_tiles=8, bias=False)
 
 
 @settings(max_examples=60, deadline=None)
-@given(weight_cases(), st.sampled_from(["direct", "auto"]))
+@given(WEIGHT_CASES, st.sampled_from(["direct", "auto"]))
 def test_long_rows_weight_gradient_matches_reference(case, algo):
     _, calls = check_weight(case, algo)
     assert len(calls) == 1, calls  # the rule holds for every drawn case: auto picks direct
