@@ -134,9 +134,8 @@ class DirectConvolution(Algorithm):
         at any thread count, except on the row kernels, which have per-thread scratch)."""
         g, item = self.geom, self.geom.dtype.itemsize
         if self._runs_on_rows(op) and op == "backward_weight":
-            padded, chunk, pieces = self._rows_weight_layout()
-            scratch = row_kernels.weight_scratch_size(padded, g.S, g.dilation[1], chunk)
-            return int(nthreads * scratch + pieces * g.groups * g.Kg * g.S * padded) * item
+            _, scratch, partial = self._rows_weight_layout()
+            return int(nthreads * scratch + np.prod(partial)) * item
         if self._runs_on_rows(op):
             ins, outs = (g.Cg, g.Kg) if op == "forward" else (g.Kg, g.Cg)
             scratch = row_kernels.scratch_size(ins, outs, 1, g.S, g.dilation[1], g.dtype.name)
@@ -409,9 +408,10 @@ class DirectConvolution(Algorithm):
             else:
                 dx[...] = alpha * total + beta * dx
 
-    def _rows_weight_layout(self) -> Tuple[int, int, int]:
-        """(input channels per group padded to whole vectors, output columns per item,
-        pieces) of the row kernels' weight gradient (see ``_kernels/_rows.weight``)."""
+    def _rows_weight_layout(self) -> Tuple[int, int, Tuple[int, int, int, int, int]]:
+        """(output columns per item, elements of one thread's scratch, shape of the partial
+        sums (pieces, groups, Kg, S, Cg padded to whole vectors)) of the row kernels'
+        weight gradient (see ``_kernels/_rows.weight``)."""
         g = self.geom
         vl = row_kernels.VECTOR_LENGTH[g.dtype.name]
         padded = -(-g.Cg // vl) * vl
@@ -419,18 +419,17 @@ class DirectConvolution(Algorithm):
         items = g.N * -(-g.OW // chunk)
         one = g.groups * g.Kg * g.S * padded * g.dtype.itemsize
         pieces = max(1, min(ROW_WEIGHT_PIECES, items, ROW_WEIGHT_PARTIAL_BYTES // one))
-        return padded, chunk, pieces
+        scratch = row_kernels.weight_scratch_size(padded, g.S, g.dilation[1], chunk)
+        return chunk, scratch, (pieces, g.groups, g.Kg, g.S, padded)
 
     def _rows_backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient of a one-row problem: per piece of the (image, column chunk)
         items a partial sum from the row kernels, the pieces added in a fixed order."""
         g = self.geom
-        padded, chunk, pieces = self._rows_weight_layout()
+        chunk, size, shape = self._rows_weight_layout()
         with _workspace.scope() as ws:
-            size = row_kernels.weight_scratch_size(padded, g.S, g.dilation[1], chunk)
             scratch = ws.empty(nthreads * size, g.dtype).reshape(nthreads, size)
-            partial = ws.empty(pieces * g.groups * g.Kg * g.S * padded, g.dtype).reshape(
-                pieces, g.groups, g.Kg, g.S, padded)
+            partial = ws.empty(int(np.prod(shape)), g.dtype).reshape(shape)
             row_kernels.weight(x, dy, partial, g.dilation[1], g.pads[1][0], chunk, scratch,
                                nthreads)
             total = partial.sum(axis=0)[..., :g.Cg]
