@@ -379,8 +379,8 @@ def depthwise_forward_ndhwc(geom: NdGeometry, x: Array, weight: Array, bias: Opt
         return None  # the kernel skips taps in the padding: 0 * Inf must give NaN there
     xa = np.ascontiguousarray(_compute(x, geom))
     # (K, 1, kD, R, S) or (kD, R, S, 1, K) -> (kD, R, S, C)
-    wt = (np.ascontiguousarray(w[..., 0, :]) if channels_last(geom.weight_layout)
-          else np.ascontiguousarray(np.moveaxis(w[:, 0], 0, -1)))
+    wt = _workspace.aligned_empty(tuple(geom.kernel) + (C,), geom.dtype)
+    wt[...] = w[..., 0, :] if channels_last(geom.weight_layout) else np.moveaxis(w[:, 0], 0, -1)
     b = _compute(bias, geom) if bias is not None else np.zeros(0, geom.dtype)
     # NDHWC is its own depth-major order: the sink holds the result in place when it can
     sink = Sink(out, geom.output_shape(), True, geom.dtype, result_dtype, beta,

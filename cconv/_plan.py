@@ -57,7 +57,8 @@ class ConvPlan:
                 f"algorithm={self.algorithm!r}, workspace_bytes={self.workspace_bytes})")
 
     def workspace_bytes_for(self, op: str = "forward", num_threads: Optional[int] = None) -> int:
-        """Bytes of scratch one call of pass ``op`` allocates besides its result.
+        """Bytes of scratch one call of pass ``op`` allocates besides its result (each
+        scratch buffer also takes up to 64 bytes more, to start on a cache line).
 
         Parameters
         ----------

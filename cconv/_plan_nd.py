@@ -103,7 +103,8 @@ class Conv1dPlan(_NdPlan):
         self.workspace_bytes = self.workspace_bytes_for("forward")
 
     def workspace_bytes_for(self, op: str = "forward", num_threads: Optional[int] = None) -> int:
-        """Bytes of scratch one call of pass ``op`` allocates besides its result.
+        """Bytes of scratch one call of pass ``op`` allocates besides its result (each
+        scratch buffer also takes up to 64 bytes more, to start on a cache line).
 
         Parameters
         ----------
@@ -260,7 +261,8 @@ class Conv3dPlan(_NdPlan):
         self.workspace_bytes = self.workspace_bytes_for("forward")
 
     def workspace_bytes_for(self, op: str = "forward", num_threads: Optional[int] = None) -> int:
-        """Bytes of scratch one call of pass ``op`` allocates besides its result.
+        """Bytes of scratch one call of pass ``op`` allocates besides its result (each
+        scratch buffer also takes up to 64 bytes more, to start on a cache line).
 
         Parameters
         ----------

@@ -51,9 +51,43 @@ LIMIT_BYTES = _limit_from_env("CCONV_WORKSPACE_MB")
 RESULT_LIMIT_BYTES = _limit_from_env("CCONV_RESULT_CACHE_MB")
 _results.set_limit(RESULT_LIMIT_BYTES)
 
+# Where pooled buffers, prepared weights and results start: a whole cache line, so that a
+# full-width AVX-512 load or store at the start of a vector-aligned row never splits across
+# two lines (NumPy's allocator aligns to 16 bytes).  The result handler aligns to the same
+# ``_results.ALIGN_BYTES``.
+ALIGN_BYTES = _results.ALIGN_BYTES
+
 _lock = threading.Lock()
 _free: dict[int, list[npt.NDArray[np.uint8]]] = {}
 _pooled_bytes = 0
+
+
+def _aligned_view(raw: npt.NDArray[np.uint8], dtype: np.dtype[Any],
+                  size: int) -> npt.NDArray[Any]:
+    # raw holds ALIGN_BYTES more than size elements: skip to the first aligned byte
+    skip = -raw.ctypes.data % ALIGN_BYTES
+    return raw[skip:skip + size * dtype.itemsize].view(dtype)
+
+
+def aligned_empty(shape: Any, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+    """``numpy.empty(shape, dtype)`` starting on an ``ALIGN_BYTES`` boundary (NumPy's
+    allocator aligns to 16 bytes): for the operands a kernel prepares once and reads on
+    every call, such as tap-major weights.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+    dtype : data-type
+
+    Returns
+    -------
+    ndarray
+        C-contiguous, uninitialised, a view into a slightly larger buffer.
+    """
+    dtype = np.dtype(dtype)
+    size = math.prod(shape) if isinstance(shape, tuple) else int(shape)
+    raw = np.empty(max(1, size) * dtype.itemsize + ALIGN_BYTES, np.uint8)
+    return _aligned_view(raw, dtype, size).reshape(shape)
 
 
 def _take(nbytes: int) -> npt.NDArray[np.uint8]:
@@ -106,11 +140,12 @@ class _Scope:
         self._taken: List[npt.NDArray[np.uint8]] = []
 
     def empty(self, size: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
-        """An uninitialised 1-D array of ``size`` elements of ``dtype``, valid in the scope."""
+        """An uninitialised 1-D array of ``size`` elements of ``dtype``, valid in the scope,
+        starting on an ``ALIGN_BYTES`` boundary."""
         dtype = np.dtype(dtype)
-        raw = _take(max(1, int(size)) * dtype.itemsize)
+        raw = _take(max(1, int(size)) * dtype.itemsize + ALIGN_BYTES)
         self._taken.append(raw)
-        return raw.view(dtype)[:size]
+        return _aligned_view(raw, dtype, size)
 
 
 @contextlib.contextmanager

@@ -16,7 +16,8 @@ def test_buffers_are_reused_after_the_scope_and_never_shared_inside_it():
         assert a.shape == (1000,) and a.dtype == np.float32
         assert not np.shares_memory(a, b)
         a_addr = a.__array_interface__["data"][0]
-    assert _workspace.pooled_bytes() == 2 * 4000
+    # each buffer holds ALIGN_BYTES more, to start on a cache line
+    assert _workspace.pooled_bytes() == 2 * (4000 + _workspace.ALIGN_BYTES)
     with _workspace.scope() as ws:
         c = ws.empty(1000, np.float32)
         assert c.__array_interface__["data"][0] in (
@@ -32,9 +33,9 @@ def test_pool_respects_its_limit(monkeypatch):
     _workspace.clear()
     monkeypatch.setattr(_workspace, "LIMIT_BYTES", 10_000)
     with _workspace.scope() as ws:
-        ws.empty(2000, np.float32)  # 8000 bytes: kept
-        ws.empty(2000, np.float32)  # would make 16000: dropped
-    assert _workspace.pooled_bytes() == 8000
+        ws.empty(2000, np.float32)  # 8000 bytes (and the alignment's): kept
+        ws.empty(2000, np.float32)  # would make over 16000: dropped
+    assert _workspace.pooled_bytes() == 8000 + _workspace.ALIGN_BYTES
     _workspace.clear()
 
 
@@ -62,7 +63,7 @@ def test_concurrent_scopes_get_distinct_buffers():
     for t in threads:
         t.join()
     assert not errors
-    assert _workspace.pooled_bytes() <= 4 * 4096 * 8
+    assert _workspace.pooled_bytes() <= 4 * (4096 * 8 + _workspace.ALIGN_BYTES)
     _workspace.clear()
 
 
@@ -90,4 +91,50 @@ def test_forked_child_starts_with_an_empty_pool():
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WEXITSTATUS(status) == 0
+    _workspace.clear()
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
+
+
+@pytest.mark.parametrize("size,dtype", [(1, np.float32), (1000, np.float32), (333, np.float64),
+                                        (7, np.int64), (12345, np.uint8)])
+def test_pooled_buffers_start_on_a_cache_line(size, dtype):
+    """NumPy aligns its memory to 16 bytes; the pool's buffers start on 64, whatever the
+    size, also when a buffer comes back from the pool for another dtype."""
+    _workspace.clear()
+    for _ in range(2):
+        with _workspace.scope() as ws:
+            bufs = [ws.empty(size, dtype) for _ in range(3)]
+            for buf in bufs:
+                assert _address(buf) % _workspace.ALIGN_BYTES == 0
+                assert buf.shape == (size,) and buf.dtype == dtype
+                buf[...] = 1  # the whole view lies inside its raw buffer
+            assert not any(np.shares_memory(a, b) for i, a in enumerate(bufs)
+                           for b in bufs[i + 1:])
+    _workspace.clear()
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 7), (1,), (0, 4), (64, 64)])
+def test_aligned_empty_is_a_writable_array_on_a_cache_line(shape):
+    a = _workspace.aligned_empty(shape, np.float32)
+    assert a.shape == shape and a.dtype == np.float32 and a.flags.c_contiguous
+    if a.size:  # an empty array's address means nothing
+        assert _address(a) % _workspace.ALIGN_BYTES == 0
+    a[...] = 2.0
+    assert (a == 2.0).all()
+
+
+def test_large_results_start_on_a_cache_line():
+    """Results of ``_results.MIN_BYTES`` and more come from the result handler, aligned to
+    64 bytes, fresh or served again from a freed one."""
+    from cconv._kernels import _results
+    _workspace.clear()
+    n = _results.MIN_BYTES // 4 + 3
+    for _ in range(3):
+        y = _workspace.empty_result((n,), np.float32)
+        assert _address(y) % _results.ALIGN_BYTES == 0
+        y[...] = 1.0
+        del y
     _workspace.clear()

@@ -4,6 +4,7 @@
 from typing import Any
 
 MIN_BYTES: int
+ALIGN_BYTES: int
 
 def install() -> Any: ...
 def restore(previous: Any) -> None: ...

@@ -21,8 +21,11 @@ from cpython.pycapsule cimport PyCapsule_New
 from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_release_lock, PyThread_type_lock, WAIT_LOCK)
 from libc.stdint cimport uint8_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memcpy
+
+cdef extern from "stdlib.h" nogil:
+    int posix_memalign(void **memptr, size_t alignment, size_t size)
 
 cimport numpy as cnp
 
@@ -66,6 +69,10 @@ cdef extern from "numpy/arrayobject.h":
 MIN_BYTES = 1 << 20
 cdef enum:
     MAX_BLOCKS = 16
+    ALIGNMENT = 64
+
+# Where every block the handler allocates starts: a cache line.
+ALIGN_BYTES = ALIGNMENT
 
 cdef void *_blocks[MAX_BLOCKS]
 cdef size_t _sizes[MAX_BLOCKS]
@@ -133,7 +140,10 @@ cdef void *_malloc(void *ctx, size_t size) noexcept nogil:
         p = _take(size)
         if p != NULL:
             return p
-    p = malloc(size if size else 1)
+    # on a cache line (NumPy's malloc gives 16 bytes): results are written in full vectors,
+    # and a store that straddles two lines costs both
+    if posix_memalign(&p, ALIGNMENT, size if size else 1) != 0:
+        return NULL
     if p != NULL:
         cconv_advise_huge_pages(p, size)
     return p

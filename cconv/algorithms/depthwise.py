@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from .. import _boundary
+from .. import _boundary, _workspace
 from .._simd import depthwise as kernels
 from . import depthwise_blocked as blocked
 from .base import OPS, Algorithm, compute_into, memory_layout
@@ -434,8 +434,11 @@ class DepthwiseConvolution(Algorithm):
                 and all(memory_layout(a) == "NHWC" for a in arrays))
 
     def _tap_major_weight(self, w: Array) -> Array:
-        """(K, 1, R, S) -> (R, S, K) contiguous, the NHWC kernels' weight."""
-        return np.ascontiguousarray(w[:, 0].transpose(1, 2, 0))
+        """(K, 1, R, S) -> (R, S, K) contiguous, the NHWC kernels' weight, on a cache line
+        (each tap's channel vectors are loaded once per pixel block)."""
+        wt = _workspace.aligned_empty((self.geom.R, self.geom.S, self.geom.K), w.dtype)
+        wt[...] = w[:, 0].transpose(1, 2, 0)
+        return wt
 
     def _tap_lists(self, nthreads: int) -> Taps:
         """Per-thread lists of (tap, pixel) pairs for the NHWC kernels (a row's shared list
