@@ -220,6 +220,13 @@ class _PlanOps:
         self.plans[out_side.shape[0]].backward_weight(out_side, in_side, dst, beta=beta,
                                                       num_threads=self.nthreads)
 
+    def weight_algorithm(self, batch: int) -> Tuple[Any, int]:
+        """The algorithm instance and thread count of :meth:`reduce` on ``batch`` slices."""
+        plan = self.plans[batch]
+        impl = _algorithms_module.implementation(plan.geometry, plan._algo("backward_weight"),
+                                                 "backward_weight")
+        return impl, _threads_module.threads_for_work(impl.geom.flops, self.nthreads)
+
 
 class Conv3dPlan(_NdPlan):
     """A 3-D convolution validated once, with the 2-D plan of every depth tap made.

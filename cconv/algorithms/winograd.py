@@ -31,7 +31,7 @@ Sizes and job layouts live in ``winograd_schedule``; accuracy and speed: see
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -201,22 +201,95 @@ class WinogradConvolution(Algorithm):
 
     def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
+        with _workspace.scope() as ws:
+            packed = self._pack_weight_operands(dy, x, nthreads, ws)
+            if packed is None:
+                return self._direct().backward_weight(dy, x, nthreads)
+            return self._weight_from_packed(*packed, nthreads, ws)
+
+    def _pack_weight_operands(self, dy: Array, x: Array, nthreads: int,
+                              ws: _Scope) -> Optional[Tuple[Array, Array]]:
+        """(packed x, packed dy) of the weight gradient, one image after another (see the
+        kernel's ``backward_weight``), or None where an operand is not all finite."""
+        packed_x = pack_input(self._wgt.problem, x, nthreads, ws, padding_maps(self.geom))
+        packed_dy = self._packed_grad(dy, nthreads, ws) if packed_x is not None else None
+        return None if packed_x is None or packed_dy is None else (packed_x, packed_dy)
+
+    def _packed_grad(self, dy: Array, nthreads: int, ws: _Scope) -> Optional[Array]:
+        """The weight gradient's blocked ``dy``, or None where it is not all finite."""
+        g, p = self.geom, self._wgt.problem
+        packed = ws.empty(p.packed_grad_size(), g.dtype)
+        bad = _layout.pack_input(dy, packed, g.groups, g.Kg, g.Kg, 1, p.KB, 0, 0, 2 * p.tH,
+                                 2 * p.tW, nthreads)
+        return None if bad else packed
+
+    def _weight_from_packed(self, packed_x: Array, packed_dy: Array, nthreads: int,
+                            ws: _Scope) -> Array:
+        """The weight gradient of this geometry's ``N`` packed images."""
         g, s = self.geom, self._wgt
         p, dt = s.problem, g.dtype
-        with _workspace.scope() as ws:
-            packed_x = pack_input(p, x, nthreads, ws, padding_maps(g))
-            packed_dy = ws.empty(p.packed_grad_size(), dt)
-            if packed_x is None or _layout.pack_input(dy, packed_dy, g.groups, g.Kg, g.Kg, 1,
-                                                      p.KB, 0, 0, 2 * p.tH, 2 * p.tW, nthreads):
-                return self._direct().backward_weight(dy, x, nthreads)
-            partial = ws.empty(s.splits * p.partial_size(), dt)
-            scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
-            run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
-            run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
-                p.tW, p.tblock, s.splits, s.kchunk, s.cchunk, s.parts, scratch, partial,
-                nthreads)
-            # Sum the splits in a fixed order, then dg = G^T P G.
-            grad = np.empty((g.K, g.Cg, 3, 3), dt)
-            getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, s.splits, g.groups,
-                                                             p.Kb, p.Cp, grad, nthreads)
+        partial = ws.empty(s.splits * p.partial_size(), dt)
+        scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
+        run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
+        run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
+            p.tW, p.tblock, s.splits, s.kchunk, s.cchunk, s.parts, scratch, partial,
+            nthreads)
+        # Sum the splits in a fixed order, then dg = G^T P G.
+        grad = np.empty((g.K, g.Cg, 3, 3), dt)
+        getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, s.splits, g.groups,
+                                                         p.Kb, p.Cp, grad, nthreads)
         return grad
+
+
+def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Array, x: Array,
+                                 pairs: Sequence[Tuple[slice, slice]],
+                                 nthreads: int) -> Optional[List[Array]]:
+    """The Winograd weight gradients of several pairings of a stack of output-gradient
+    slices with a stack of input slices, each operand packed once for all of them.
+
+    A 3-D weight gradient on 2-D kernels is one 2-D weight gradient per depth tap, pairing
+    a range of ``dy``'s depth slices with an equally long, shifted range of ``x``'s: packed
+    for each tap, every slice was packed once per tap that reads it.  The packed layouts
+    hold one slice after another, so a range of slices is a range of the packed buffer.
+
+    Parameters
+    ----------
+    geometry : callable
+        ``geometry(n)``: the 2-D geometry of ``n`` slices (zero padding, 3x3, stride 1).
+    dy, x : ndarray
+        (slices, K, OH, OW) and (slices, C, H, W), any strides.
+    pairs : sequence of (slice, slice)
+        Step-1 ranges of ``dy``'s and ``x``'s slices, of equal lengths.
+    nthreads : int
+
+    Returns
+    -------
+    list of ndarray or None
+        A (K, C/groups, 3, 3) gradient per pair, or None where an operand is not all finite
+        (the caller computes those through the direct kernel).
+    """
+    x_geom = geometry(x.shape[0])
+    with _workspace.scope() as ws:
+        packed_x = pack_input(WinogradConvolution(x_geom)._wgt.problem, x, nthreads, ws,
+                              padding_maps(x_geom))
+        packed_dy = WinogradConvolution(geometry(dy.shape[0]))._packed_grad(dy, nthreads, ws)
+        if packed_x is None or packed_dy is None:
+            return None
+        x_image = packed_x.size // max(1, x.shape[0])
+        dy_image = packed_dy.size // max(1, dy.shape[0])
+        grads = []
+        for out_range, in_range in pairs:
+            (o0, o1, o_step), (i0, i1, i_step) = (out_range.indices(dy.shape[0]),
+                                                  in_range.indices(x.shape[0]))
+            alg = WinogradConvolution(geometry(o1 - o0))
+            p = alg._wgt.problem
+            # one slice's packing is the same whatever the number of slices
+            if (o_step, i_step) != (1, 1) or i1 - i0 != o1 - o0 or (
+                    p.packed_input_size(), p.packed_grad_size()) != ((i1 - i0) * x_image,
+                                                                     (o1 - o0) * dy_image):
+                raise ValueError(f"pairs must be step-1 ranges of equal lengths, got "
+                                 f"{out_range} and {in_range}")
+            grads.append(alg._weight_from_packed(packed_x[i0 * x_image:i1 * x_image],
+                                                 packed_dy[o0 * dy_image:o1 * dy_image],
+                                                 nthreads, ws))
+    return grads
