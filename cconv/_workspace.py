@@ -147,6 +147,12 @@ class _Scope:
         self._taken.append(raw)
         return _aligned_view(raw, dtype, size)
 
+    def release(self) -> None:
+        """Give the scope's buffers back to the pool (none of them may be used after)."""
+        for raw in self._taken:
+            _give(raw)
+        self._taken = []
+
 
 @contextlib.contextmanager
 def scope() -> Iterator[_Scope]:
@@ -155,8 +161,7 @@ def scope() -> Iterator[_Scope]:
     try:
         yield s
     finally:
-        for raw in s._taken:
-            _give(raw)
+        s.release()
 
 
 @contextlib.contextmanager

@@ -138,3 +138,42 @@ def test_large_results_start_on_a_cache_line():
         y[...] = 1.0
         del y
     _workspace.clear()
+
+
+def test_release_gives_the_buffers_back_once():
+    _workspace.clear()
+    s = _workspace._Scope()
+    s.empty(100, np.float64)
+    assert _workspace.pooled_bytes() == 0
+    s.release()
+    assert _workspace.pooled_bytes() == 800 + _workspace.ALIGN_BYTES
+    s.release()  # nothing left to give
+    assert _workspace.pooled_bytes() == 800 + _workspace.ALIGN_BYTES
+    _workspace.clear()
+
+
+def test_a_depth_tap_loop_accumulates_in_a_pooled_buffer(monkeypatch):
+    """An NCDHW 3-D call on the depth-tap loop sums its slices in a depth-major buffer from
+    the pool (given back when the result is written), not in fresh memory each call."""
+    import cconv
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 5, 6, 7)).astype(np.float32)
+    w = rng.standard_normal((3, 4, 3, 3, 3)).astype(np.float32)
+    requests = []
+    original = _workspace._Scope.empty
+
+    def recording(self, size, dtype):
+        requests.append(int(size))
+        return original(self, size, dtype)
+
+    monkeypatch.setattr(_workspace._Scope, "empty", recording)
+    _workspace.clear()
+    y = cconv.conv3d(x, w, padding=1, algo="winograd")
+    assert y.size in requests  # the (N, D, K, H, W) buffer
+    held = _workspace.pooled_bytes()
+    assert held >= y.nbytes
+    again = cconv.conv3d(x, w, padding=1, algo="winograd")
+    assert _workspace.pooled_bytes() == held  # the same buffers, taken and given back
+    np.testing.assert_array_equal(y, again)
+    _workspace.clear()
