@@ -20,7 +20,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRATCH="${CCONV_ASAN_DIR:-/tmp/cconv-asan}"
 PYTHON="${PYTHON:-python3}"
-ASAN_TESTS="${CCONV_ASAN_TESTS:-tests/test_forward.py tests/test_backward.py tests/test_transpose.py tests/test_validation.py tests/test_out_alpha_beta.py tests/test_winograd.py tests/test_fuzz.py tests/test_hardening.py tests/test_depthwise.py tests/test_depthwise_blocked.py tests/test_padding_modes.py tests/test_padding_split.py tests/test_depthwise_weight_bands.py tests/kernels/test_kernel_rows.py tests/test_conv1d_rows.py tests/test_conv1d_rows_weight.py tests/test_conv3d.py tests/test_conv3d_folded.py tests/test_depthwise_columns.py tests/test_direct_phases.py tests/kernels/test_kernel_pointwise.py tests/test_gemm.py tests/test_pointwise_paths.py tests/test_results_cache.py tests/test_convert.py tests/test_small_calls.py}"
+ASAN_TESTS="${CCONV_ASAN_TESTS:-tests/test_forward.py tests/test_backward.py tests/test_transpose.py tests/test_validation.py tests/test_out_alpha_beta.py tests/test_winograd.py tests/test_fuzz.py tests/test_hardening.py tests/test_depthwise.py tests/test_depthwise_blocked.py tests/test_padding_modes.py tests/test_padding_split.py tests/test_depthwise_weight_bands.py tests/kernels/test_kernel_rows.py tests/test_conv1d_rows.py tests/test_conv1d_rows_weight.py tests/test_conv3d.py tests/test_conv3d_folded.py tests/test_conv3d_winograd_weight.py tests/test_workspace.py tests/test_depthwise_columns.py tests/test_direct_phases.py tests/kernels/test_kernel_pointwise.py tests/test_gemm.py tests/test_pointwise_paths.py tests/test_results_cache.py tests/test_convert.py tests/test_small_calls.py}"
 start=$(date +%s)
 
 case "$SCRATCH" in
