@@ -72,14 +72,15 @@ def test_small_results_and_numpy_zeros_do_not_go_through_the_cache():
     finally:
         _results.restore(previous)
     assert not z.any()
-    del z  # freed through the handler: kept, but only ever served to np.empty
-    assert _workspace.kept_result_bytes() == 1 << 21
+    kept = 1 << 21 if z.ctypes.data % _results.ALIGN_BYTES == 0 else 0
+    del z  # freed through the handler: kept (served to np.empty only) if on a cache line
+    assert _workspace.kept_result_bytes() == kept
     previous = _results.install()
     try:
         z = np.zeros(1 << 21, np.uint8)  # calloc: fresh and zeroed, never a kept block
     finally:
         _results.restore(previous)
-    assert not z.any() and _workspace.kept_result_bytes() == 1 << 21
+    assert not z.any() and _workspace.kept_result_bytes() == kept
 
 
 def test_the_limit_is_kept_and_the_oldest_blocks_go_first():

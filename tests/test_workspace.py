@@ -177,3 +177,27 @@ def test_a_depth_tap_loop_accumulates_in_a_pooled_buffer(monkeypatch):
     assert _workspace.pooled_bytes() == held  # the same buffers, taken and given back
     np.testing.assert_array_equal(y, again)
     _workspace.clear()
+
+
+def test_results_served_from_kept_blocks_are_aligned_whatever_freed_them():
+    """``numpy.zeros`` inside the result handler comes from ``calloc`` (16 bytes past a
+    page on glibc for large blocks), ``ndarray.resize`` through its ``realloc``: such a
+    block is freed rather than kept when it is off a cache line, so the next result of its
+    size (which the cache would serve it to) still starts on one."""
+    from cconv._kernels import _results
+    n = _results.MIN_BYTES // 4 + 5
+    for make in ("zeros", "resized"):
+        _workspace.clear()
+        with _workspace.results():
+            if make == "zeros":
+                z = np.zeros(n, np.float32)
+                assert (z == 0).all()
+            else:
+                z = np.empty(n // 2, np.float32)
+                z.resize(n, refcheck=False)
+        del z  # the only block of this size freed: the next result gets it if kept
+        y = _workspace.empty_result((n,), np.float32)
+        assert _address(y) % _results.ALIGN_BYTES == 0, make
+        y[...] = 3.0
+        del y
+    _workspace.clear()

@@ -8,24 +8,65 @@ call into a new array and 5.8-5.9 ms into one written before.  A pipeline that f
 after image (or a training loop) frees each result before it asks for the next of the same
 size, so this handler keeps the blocks of freed results (at least ``MIN_BYTES``, the most
 recent first, ``limit`` bytes and ``MAX_BLOCKS`` blocks at most, the oldest given back to
-``free`` first) and hands one out again for an equal size.
+``free`` first) and hands one out again for an equal size.  Blocks start on a 64-byte
+boundary (``ALIGN_BYTES``).
 
 Only arrays allocated while :func:`install` is in effect (a context-local setting, as NumPy's
 handlers are) use it; every array keeps a reference to its handler, so such an array may be
 freed anywhere, any time.  ``calloc`` (``numpy.zeros``) and ``realloc`` go straight to the C
-library, and blocks from the C library are what the cache holds, so any block may be given
-to ``free`` or ``realloc``.
+library's aligned-block functions (``cconv_block_*`` below), and blocks from them are what
+the cache holds, so any block may be given to the handler's ``free`` or ``realloc``.
 """
 
 from cpython.pycapsule cimport PyCapsule_New
 from cpython.pythread cimport (PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_release_lock, PyThread_type_lock, WAIT_LOCK)
 from libc.stdint cimport uint8_t
-from libc.stdlib cimport calloc, free, realloc
 from libc.string cimport memcpy
 
-cdef extern from "stdlib.h" nogil:
-    int posix_memalign(void **memptr, size_t alignment, size_t size)
+cdef extern from *:
+    """
+    /* Blocks on a 64-byte boundary, and their free and realloc: every block the handler
+     * hands out comes from here, so any may go to cconv_block_free or _realloc.  Windows'
+     * C library frees aligned blocks with a function of its own. */
+    #include <stdlib.h>
+    #include <string.h>
+    #if defined(_WIN32)
+    #include <malloc.h>
+    static void *cconv_block_alloc(size_t n) { return _aligned_malloc(n ? n : 1, 64); }
+    static void cconv_block_free(void *p) { _aligned_free(p); }
+    static void *cconv_block_realloc(void *p, size_t n) { return _aligned_realloc(p, n ? n : 1, 64); }
+    #else
+    static void *cconv_block_alloc(size_t n)
+    {
+        void *p = NULL;
+        return posix_memalign(&p, 64, n ? n : 1) == 0 ? p : NULL;
+    }
+    static void cconv_block_free(void *p) { free(p); }
+    static void *cconv_block_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+    #endif
+    static void *cconv_block_calloc(size_t nelem, size_t elsize)
+    {
+        size_t n = nelem * elsize;
+        void *p;
+        if (elsize && n / elsize != nelem)
+            return NULL;  /* overflow */
+    #if defined(_WIN32)
+        p = cconv_block_alloc(n);
+        if (p != NULL)
+            memset(p, 0, n);
+        return p;
+    #else
+        p = calloc(nelem ? nelem : 1, elsize ? elsize : 1);  /* fresh pages come zeroed */
+        (void)n;
+        return p;
+    #endif
+    }
+    """
+    void *cconv_block_alloc(size_t n) noexcept nogil
+    void cconv_block_free(void *p) noexcept nogil
+    void *cconv_block_realloc(void *p, size_t n) noexcept nogil
+    void *cconv_block_calloc(size_t nelem, size_t elsize) noexcept nogil
 
 cimport numpy as cnp
 
@@ -119,7 +160,7 @@ cdef void _keep(void *p, size_t size) noexcept nogil:
     cdef void *evicted[MAX_BLOCKS]
     cdef Py_ssize_t nevicted = 0, i
     if size > _limit:
-        free(p)
+        cconv_block_free(p)
         return
     PyThread_acquire_lock(_lock, WAIT_LOCK)
     while _count > 0 and (_count == MAX_BLOCKS or _held + size > _limit):
@@ -131,7 +172,7 @@ cdef void _keep(void *p, size_t size) noexcept nogil:
     _held += size
     PyThread_release_lock(_lock)
     for i in range(nevicted):  # outside the lock: munmap takes its time
-        free(evicted[i])
+        cconv_block_free(evicted[i])
 
 
 cdef void *_malloc(void *ctx, size_t size) noexcept nogil:
@@ -142,28 +183,29 @@ cdef void *_malloc(void *ctx, size_t size) noexcept nogil:
             return p
     # on a cache line (NumPy's malloc gives 16 bytes): results are written in full vectors,
     # and a store that straddles two lines costs both
-    if posix_memalign(&p, ALIGNMENT, size if size else 1) != 0:
-        return NULL
+    p = cconv_block_alloc(size)
     if p != NULL:
         cconv_advise_huge_pages(p, size)
     return p
 
 
 cdef void *_calloc(void *ctx, size_t nelem, size_t elsize) noexcept nogil:
-    return calloc(nelem if nelem else 1, elsize if elsize else 1)
+    return cconv_block_calloc(nelem, elsize)
 
 
 cdef void *_realloc(void *ctx, void *ptr, size_t new_size) noexcept nogil:
-    return realloc(ptr, new_size if new_size else 1)
+    return cconv_block_realloc(ptr, new_size)
 
 
 cdef void _free(void *ctx, void *ptr, size_t size) noexcept nogil:
     if ptr == NULL:
         return
-    if size >= _min_bytes and _limit:
+    # only aligned blocks are kept (calloc's and realloc's may not be): a kept block is
+    # handed out as a result
+    if size >= _min_bytes and _limit and <size_t>ptr % ALIGNMENT == 0:
         _keep(ptr, size)
     else:
-        free(ptr)
+        cconv_block_free(ptr)
 
 
 cdef bytes _name = b"cconv_results"
@@ -210,7 +252,7 @@ def clear():
         _held = 0
         PyThread_release_lock(_lock)
         for i in range(n):
-            free(evicted[i])
+            cconv_block_free(evicted[i])
 
 
 def held_bytes():
