@@ -8,14 +8,14 @@ call into a new array and 5.8-5.9 ms into one written before.  A pipeline that f
 after image (or a training loop) frees each result before it asks for the next of the same
 size, so this handler keeps the blocks of freed results (at least ``MIN_BYTES``, the most
 recent first, ``limit`` bytes and ``MAX_BLOCKS`` blocks at most, the oldest given back to
-``free`` first) and hands one out again for an equal size.  Blocks start on a 64-byte
-boundary (``ALIGN_BYTES``).
+``free`` first) and hands one out again for an equal size.  The blocks it hands out start
+on a 64-byte boundary (``ALIGN_BYTES``).
 
 Only arrays allocated while :func:`install` is in effect (a context-local setting, as NumPy's
 handlers are) use it; every array keeps a reference to its handler, so such an array may be
 freed anywhere, any time.  ``calloc`` (``numpy.zeros``) and ``realloc`` go straight to the C
-library's aligned-block functions (``cconv_block_*`` below), and blocks from them are what
-the cache holds, so any block may be given to the handler's ``free`` or ``realloc``.
+library (through ``cconv_block_*`` below, which pairs each block with the right ``free``);
+only blocks on a cache line are kept, since a kept block is handed out as a result.
 """
 
 from cpython.pycapsule cimport PyCapsule_New
@@ -26,43 +26,47 @@ from libc.string cimport memcpy
 
 cdef extern from *:
     """
-    /* Blocks on a 64-byte boundary, and their free and realloc: every block the handler
-     * hands out comes from here, so any may go to cconv_block_free or _realloc.  Windows'
-     * C library frees aligned blocks with a function of its own. */
+    /* Blocks on a CCONV_BLOCK_ALIGN-byte boundary, and their free and realloc: every block
+     * the handler hands out comes from here, so any may go to cconv_block_free or _realloc.
+     * Windows' C library frees aligned blocks with a function of its own. */
     #include <stdlib.h>
     #include <string.h>
+    #define CCONV_BLOCK_ALIGN 64
     #if defined(_WIN32)
     #include <malloc.h>
-    static void *cconv_block_alloc(size_t n) { return _aligned_malloc(n ? n : 1, 64); }
+    static void *cconv_block_alloc(size_t n) { return _aligned_malloc(n ? n : 1, CCONV_BLOCK_ALIGN); }
     static void cconv_block_free(void *p) { _aligned_free(p); }
-    static void *cconv_block_realloc(void *p, size_t n) { return _aligned_realloc(p, n ? n : 1, 64); }
-    #else
-    static void *cconv_block_alloc(size_t n)
+    static void *cconv_block_realloc(void *p, size_t n)
     {
-        void *p = NULL;
-        return posix_memalign(&p, 64, n ? n : 1) == 0 ? p : NULL;
+        return _aligned_realloc(p, n ? n : 1, CCONV_BLOCK_ALIGN);
     }
-    static void cconv_block_free(void *p) { free(p); }
-    static void *cconv_block_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
-    #endif
     static void *cconv_block_calloc(size_t nelem, size_t elsize)
     {
         size_t n = nelem * elsize;
         void *p;
         if (elsize && n / elsize != nelem)
             return NULL;  /* overflow */
-    #if defined(_WIN32)
         p = cconv_block_alloc(n);
         if (p != NULL)
             memset(p, 0, n);
         return p;
-    #else
-        p = calloc(nelem ? nelem : 1, elsize ? elsize : 1);  /* fresh pages come zeroed */
-        (void)n;
-        return p;
-    #endif
     }
+    #else
+    static void *cconv_block_alloc(size_t n)
+    {
+        void *p = NULL;
+        return posix_memalign(&p, CCONV_BLOCK_ALIGN, n ? n : 1) == 0 ? p : NULL;
+    }
+    static void cconv_block_free(void *p) { free(p); }
+    static void *cconv_block_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+    /* fresh pages come zeroed; the block may be off a cache line (see _free) */
+    static void *cconv_block_calloc(size_t nelem, size_t elsize)
+    {
+        return calloc(nelem ? nelem : 1, elsize ? elsize : 1);
+    }
+    #endif
     """
+    enum: CCONV_BLOCK_ALIGN
     void *cconv_block_alloc(size_t n) noexcept nogil
     void cconv_block_free(void *p) noexcept nogil
     void *cconv_block_realloc(void *p, size_t n) noexcept nogil
@@ -110,10 +114,9 @@ cdef extern from "numpy/arrayobject.h":
 MIN_BYTES = 1 << 20
 cdef enum:
     MAX_BLOCKS = 16
-    ALIGNMENT = 64
 
-# Where every block the handler allocates starts: a cache line.
-ALIGN_BYTES = ALIGNMENT
+# Where every block the handler's malloc allocates starts: a cache line.
+ALIGN_BYTES = CCONV_BLOCK_ALIGN
 
 cdef void *_blocks[MAX_BLOCKS]
 cdef size_t _sizes[MAX_BLOCKS]
@@ -202,7 +205,7 @@ cdef void _free(void *ctx, void *ptr, size_t size) noexcept nogil:
         return
     # only aligned blocks are kept (calloc's and realloc's may not be): a kept block is
     # handed out as a result
-    if size >= _min_bytes and _limit and <size_t>ptr % ALIGNMENT == 0:
+    if size >= _min_bytes and _limit and <size_t>ptr % CCONV_BLOCK_ALIGN == 0:
         _keep(ptr, size)
     else:
         cconv_block_free(ptr)

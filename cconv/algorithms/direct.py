@@ -133,10 +133,10 @@ class DirectConvolution(Algorithm):
         """Bytes of the packed and blocked buffers one call of ``op`` allocates (the same
         at any thread count, except on the row kernels, which have per-thread scratch)."""
         g, item = self.geom, self.geom.dtype.itemsize
-        if self._runs_on_rows(op) and op == "backward_weight":
-            _, scratch, partial = self._rows_weight_layout()
-            return int(nthreads * scratch + np.prod(partial)) * item
         if self._runs_on_rows(op):
+            if op == "backward_weight":
+                _, scratch, partial = self._rows_weight_layout()
+                return int(nthreads * scratch + np.prod(partial)) * item
             ins, outs = (g.Cg, g.Kg) if op == "forward" else (g.Kg, g.Cg)
             scratch = row_kernels.scratch_size(ins, outs, 1, g.S, g.dilation[1], g.dtype.name)
             packed_w = g.groups * -(-outs // row_kernels.KB) * row_kernels.KB * ins * g.S

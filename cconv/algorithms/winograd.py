@@ -31,7 +31,7 @@ Sizes and job layouts live in ``winograd_schedule``; accuracy and speed: see
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import numpy.typing as npt
@@ -211,9 +211,13 @@ class WinogradConvolution(Algorithm):
                               ws: _Scope) -> Optional[Tuple[Array, Array]]:
         """(packed x, packed dy) of the weight gradient, one image after another (see the
         kernel's ``backward_weight``), or None where an operand is not all finite."""
-        packed_x = pack_input(self._wgt.problem, x, nthreads, ws, padding_maps(self.geom))
+        packed_x = self._packed_input(x, nthreads, ws)
         packed_dy = self._packed_grad(dy, nthreads, ws) if packed_x is not None else None
         return None if packed_x is None or packed_dy is None else (packed_x, packed_dy)
+
+    def _packed_input(self, x: Array, nthreads: int, ws: _Scope) -> Optional[Array]:
+        """The weight gradient's padded blocked ``x``, or None where it is not all finite."""
+        return pack_input(self._wgt.problem, x, nthreads, ws, padding_maps(self.geom))
 
     def _packed_grad(self, dy: Array, nthreads: int, ws: _Scope) -> Optional[Array]:
         """The weight gradient's blocked ``dy``, or None where it is not all finite."""
@@ -268,11 +272,16 @@ def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Ar
         A (K, C/groups, 3, 3) gradient per pair, or None where an operand is not all finite
         (the caller computes those through the direct kernel).
     """
-    x_geom = geometry(x.shape[0])
+    algorithms: Dict[int, WinogradConvolution] = {}
+
+    def of(slices: int) -> WinogradConvolution:  # one instance per number of slices
+        if slices not in algorithms:
+            algorithms[slices] = WinogradConvolution(geometry(slices))
+        return algorithms[slices]
+
     with _workspace.scope() as ws:
-        packed_x = pack_input(WinogradConvolution(x_geom)._wgt.problem, x, nthreads, ws,
-                              padding_maps(x_geom))
-        packed_dy = WinogradConvolution(geometry(dy.shape[0]))._packed_grad(dy, nthreads, ws)
+        packed_x = of(x.shape[0])._packed_input(x, nthreads, ws)
+        packed_dy = of(dy.shape[0])._packed_grad(dy, nthreads, ws)
         if packed_x is None or packed_dy is None:
             return None
         x_image = packed_x.size // max(1, x.shape[0])
@@ -281,7 +290,7 @@ def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Ar
         for out_range, in_range in pairs:
             (o0, o1, o_step), (i0, i1, i_step) = (out_range.indices(dy.shape[0]),
                                                   in_range.indices(x.shape[0]))
-            alg = WinogradConvolution(geometry(o1 - o0))
+            alg = of(o1 - o0)
             p = alg._wgt.problem
             # one slice's packing is the same whatever the number of slices
             if (o_step, i_step) != (1, 1) or i1 - i0 != o1 - o0 or (
