@@ -220,11 +220,11 @@ class _PlanOps:
         self.plans[out_side.shape[0]].backward_weight(out_side, in_side, dst, beta=beta,
                                                       num_threads=self.nthreads)
 
-    def weight_algorithm(self, batch: int) -> Tuple[Any, int]:
-        """The algorithm instance and thread count of :meth:`reduce` on ``batch`` slices."""
+    def algorithm(self, batch: int, op: str) -> Tuple[Any, int]:
+        """The algorithm instance and thread count of the 2-D pass ``op`` on ``batch``
+        slices."""
         plan = self.plans[batch]
-        impl = _algorithms_module.implementation(plan.geometry, plan._algo("backward_weight"),
-                                                 "backward_weight")
+        impl = _algorithms_module.implementation(plan.geometry, plan._algo(op), op)
         return impl, _threads_module.threads_for_work(impl.geom.flops, self.nthreads)
 
 

@@ -92,14 +92,22 @@ def run_forward(problem: TileProblem, x: Array, w: Array, bias: Optional[Array],
             U = transform_filter(p, w, nthreads, ws.empty(p.filter_size(), p.dtype))
         if packed is None or U is None:
             return False
-        # Every scratch element a job reads it has written first (partial tile blocks
-        # repeat their last row), so pooled garbage is never read.
-        scratch = ws.empty(nthreads * p.scratch_per_thread, p.dtype)
-        run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
-        run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
-            p.kchunk, scratch, y, NO_BIAS[p.dtype] if bias is None else bias, alpha, beta,
-            nthreads, ring, *origin)
+        _run_packed(p, packed, U, bias, y, alpha, beta, nthreads, ws, ring, origin)
     return True
+
+
+def _run_packed(problem: TileProblem, packed: Array, U: Array, bias: Optional[Array],
+                y: Array, alpha: float, beta: float, nthreads: int, ws: _Scope,
+                ring: Optional[Array] = None, origin: Tuple[int, int] = (0, 0)) -> None:
+    """The forward kernel on an input packed by :func:`pack_input` (see :func:`run_forward`)."""
+    p = problem
+    # Every scratch element a job reads it has written first (partial tile blocks
+    # repeat their last row), so pooled garbage is never read.
+    scratch = ws.empty(nthreads * p.scratch_per_thread, p.dtype)
+    run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
+    run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
+        p.kchunk, scratch, y, NO_BIAS[p.dtype] if bias is None else bias, alpha, beta,
+        nthreads, ring, *origin)
 
 
 class WinogradConvolution(Algorithm):
@@ -302,3 +310,79 @@ def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Ar
                                                  packed_dy[o0 * dy_image:o1 * dy_image],
                                                  nthreads, ws))
     return grads
+
+
+def _tile_problem(algorithm: WinogradConvolution, data_gradient: bool) -> TileProblem:
+    return algorithm._bwd if data_gradient else algorithm._fwd
+
+
+def transformed_filters(geometry: ConvGeometry, weights: Sequence[Array], nthreads: int,
+                        data_gradient: bool = False) -> Optional[List[Array]]:
+    """The transformed filter of each of ``weights`` (``geometry``'s weight shape) for
+    :func:`slice_range_forward` (``data_gradient``: for the data gradient's forward, the
+    filters rotated), or None where one is not all finite."""
+    algorithm = WinogradConvolution(geometry)
+    problem = _tile_problem(algorithm, data_gradient)
+    filters = []
+    for w in weights:
+        U = transform_filter(problem, algorithm._rotated(w) if data_gradient else w, nthreads,
+                             np.empty(problem.filter_size(), w.dtype))
+        if U is None:
+            return None
+        filters.append(U)
+    return filters
+
+
+def slice_range_forward(geometry: Callable[[int], ConvGeometry], x: Array,
+                        calls: Sequence[Tuple[slice, Array, Optional[Array], Array, float]],
+                        alpha: float, nthreads: int, data_gradient: bool = False) -> bool:
+    """Several Winograd forwards (or data gradients) of ranges of a stack of slices, the
+    stack packed once for all of them.
+
+    A 3-D pass on 2-D kernels is one 2-D pass per depth tap, each over a shifted range of
+    the operand's depth slices: packed for each tap, every slice was packed once per tap
+    that reads it (see :func:`slice_range_weight_gradients`).
+
+    Parameters
+    ----------
+    geometry : callable
+        ``geometry(n)``: the 2-D convolution of ``n`` slices (zero padding, 3x3, stride 1).
+    x : ndarray
+        (slices, C, H, W), any strides: the input, or with ``data_gradient`` the output
+        gradient (slices, K, OH, OW).
+    calls : sequence of (slice, U, bias, y, beta)
+        In order: a step-1 range of ``x``'s slices, a filter from
+        :func:`transformed_filters`, a bias or None, and ``y`` (range length, K, OH, OW; or
+        C, H, W), any strides, written as ``alpha * (result + bias) + beta * y``.
+    alpha : float
+    nthreads : int
+    data_gradient : bool
+        Compute data gradients (the forward of ``x`` with the rotated filters).
+
+    Returns
+    -------
+    bool
+        False, with nothing written, where ``x`` is not all finite.
+    """
+    algorithms: Dict[int, WinogradConvolution] = {}
+
+    def of(slices: int) -> TileProblem:  # one instance per number of slices
+        if slices not in algorithms:
+            algorithms[slices] = WinogradConvolution(geometry(slices))
+        return _tile_problem(algorithms[slices], data_gradient)
+
+    with _workspace.scope() as ws:
+        packed = pack_input(of(x.shape[0]), x, nthreads, ws)
+        if packed is None:
+            return False
+        per_slice = packed.size // max(1, x.shape[0])
+        for in_range, U, bias, y, beta in calls:
+            i0, i1, step = in_range.indices(x.shape[0])
+            p = of(i1 - i0)
+            if (step != 1 or y.shape[0] != i1 - i0
+                    or p.packed_input_size() != y.shape[0] * per_slice):
+                raise ValueError(f"calls must pair step-1 ranges with outputs of their length, "
+                                 f"got {in_range} and {y.shape[0]} slices")
+            _run_packed(p, packed[i0 * per_slice:i1 * per_slice], U, bias, y, alpha, beta,
+                        nthreads, ws)
+    return True
