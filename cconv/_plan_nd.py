@@ -21,7 +21,7 @@ from . import _threads as _threads_module
 from . import algorithms as _algorithms_module
 from ._nd_execute import (depthwise_forward_ndhwc, drop, folded_backward_data, folded_forward,
                           folds_depth, gather, keywords_2d, layout_2d, lift, lift_shape, reduce,
-                          scatter, tap_spans, weight_tap)
+                          scatter, tap_geometry_2d, tap_spans, weight_tap)
 from ._nd_geometry import LAYOUTS, WEIGHT_LAYOUTS, NdGeometry, make_nd_geometry, to_layout
 
 # cconv's 2-D modules carry no type hints: Any-typed aliases keep ``mypy --strict`` quiet.
@@ -293,7 +293,27 @@ class Conv3dPlan(_NdPlan):
         if self._depth_padded:
             lo, hi = g.pads[0]
             padded = g.N * g.C * (g.spatial[0] + lo + hi) * int(np.prod(g.spatial[1:])) * item
-        return taps + accumulator + padded
+        return taps + accumulator + padded + self._packed_once_bytes(op)
+
+    def _packed_once_bytes(self, op: str) -> int:
+        """Beyond a tap's call: where the taps of ``op`` may run Winograd packed once for
+        all taps (``_nd_execute._taps_packed_once`` / ``_reduce_packed_once``), one image's
+        whole stack of slices packed, and the transformed filters."""
+        from .algorithms import winograd
+        g = self.geometry
+        if (g.padding_mode != "zeros" or g.stride[0] != 1 or len(self.plans_2d) == 0
+                or any(p._algo(op) != "winograd" for p in self.plans_2d.values())):
+            return 0
+        one = winograd.WinogradConvolution(tap_geometry_2d(g, 1).kernel_geometry)
+        item = g.dtype.itemsize
+        if op == "backward_weight":  # both operands' stacks, a gradient per tap
+            p = one._wgt.problem
+            return (g.spatial[0] * p.packed_input_size()
+                    + g.out_spatial[0] * p.packed_grad_size()
+                    + int(np.prod(g.weight_shape()))) * item
+        problem, slices = ((one._bwd, g.out_spatial[0]) if op == "backward_data"
+                           else (one._fwd, g.spatial[0]))
+        return (slices * problem.packed_input_size() + g.kernel[0] * problem.filter_size()) * item
 
     def forward(self, x: Any, weight: Any, bias: Any = None, out: Optional[Array] = None, *,
                 alpha: float = 1.0, beta: float = 0.0,

@@ -200,3 +200,21 @@ def test_keeps_the_tap_loop_where_it_does_not_apply():
         cconv.conv_transpose3d(dy, w.transpose(1, 0, 2, 3, 4).copy(), padding=1,
                                algo="winograd")
     assert calls == []
+
+
+@pytest.mark.parametrize("pss", PASSES)
+def test_scratch_within_the_plans_workspace(pss):
+    """The whole packed stack (8 slices, where a tap's 2-D call packs 4 in the forward)
+    and one tap's scratch at a time, within what the plan reports.  The forward's taps are
+    of one length (no depth padding), so the pool holds no buffers of other sizes."""
+    from cconv import _workspace
+    pad = ((0, 0), (1, 1), (1, 1)) if pss == "forward" else ((2, 2), (1, 1), (1, 1))
+    x = rand(2, 16, 8, 12, 12)
+    w = rand(16, 16, 5, 3, 3)
+    plan = cconv.plan_conv3d(x.shape, w.shape, padding=pad, algo="winograd")
+    dy = rand(*plan.output_shape)
+    _workspace.clear()
+    with shared_calls() as calls:
+        plan.forward(x, w) if pss == "forward" else plan.backward_data(dy, w)
+    assert calls == [5, 5]
+    assert 0 < _workspace.pooled_bytes() <= plan.workspace_bytes_for(pss)

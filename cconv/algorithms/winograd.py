@@ -306,9 +306,10 @@ def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Ar
                                                                      (o1 - o0) * dy_image):
                 raise ValueError(f"pairs must be step-1 ranges of equal lengths, got "
                                  f"{out_range} and {in_range}")
-            grads.append(alg._weight_from_packed(packed_x[i0 * x_image:i1 * x_image],
-                                                 packed_dy[o0 * dy_image:o1 * dy_image],
-                                                 nthreads, ws))
+            with _workspace.scope() as pair:  # one pair's scratch held at a time
+                grads.append(alg._weight_from_packed(packed_x[i0 * x_image:i1 * x_image],
+                                                     packed_dy[o0 * dy_image:o1 * dy_image],
+                                                     nthreads, pair))
     return grads
 
 
@@ -383,6 +384,7 @@ def slice_range_forward(geometry: Callable[[int], ConvGeometry], x: Array,
                     or p.packed_input_size() != y.shape[0] * per_slice):
                 raise ValueError(f"calls must pair step-1 ranges with outputs of their length, "
                                  f"got {in_range} and {y.shape[0]} slices")
-            _run_packed(p, packed[i0 * per_slice:i1 * per_slice], U, bias, y, alpha, beta,
-                        nthreads, ws)
+            with _workspace.scope() as call:  # one call's scratch held at a time
+                _run_packed(p, packed[i0 * per_slice:i1 * per_slice], U, bias, y, alpha,
+                            beta, nthreads, call)
     return True
