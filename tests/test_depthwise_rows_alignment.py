@@ -6,8 +6,8 @@ enough interior blocks starts its blocks' channel vectors on the input's cache l
 last vector of a pixel runs into the next pixel, with the weights and bias rotated to
 match, and the rows' first and last blocks unrotated.  The result must not depend on where
 the input starts (NumPy puts large arrays 16 bytes past a line), nor on the row order:
-3-D rows go in bands through the depth, and large inputs take the blocks' channel vectors
-one at a time.  Every other build runs the same tests on its own kernels."""
+3-D rows go in bands through the depth, and inputs taken as streamed from memory go one
+channel vector at a time through the blocks (3-D rows prefetching the next depth's row).  Every other build runs the same tests on its own kernels."""
 
 import numpy as np
 import pytest
@@ -108,8 +108,9 @@ def test_accumulating_into_out_and_misaligned_output(rank, size, channels):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_row_orders_give_the_same_bits(monkeypatch, threads):
-    """3-D rows in bands of any height through the depth, and one channel vector at a time
-    or four together: the same bits as plain row order, on any thread count."""
+    """3-D rows in bands of any height through the depth, the input taken as streamed (one
+    channel vector at a time, the next depth's row prefetched) or cached (four vectors
+    together): the same bits as plain row order, on any thread count."""
     rng = np.random.default_rng(threads)
     x = _at_offset(rng.standard_normal((2, 5, 11, 24, 64)).astype(np.float32), 4)
     w = rng.standard_normal((3, 3, 3, 1, 64)).astype(np.float32)
@@ -118,10 +119,10 @@ def test_row_orders_give_the_same_bits(monkeypatch, threads):
     module = _simd.depthwise
     got = {}
     for band_bytes in (0, 1 << 16, 1 << 30):
-        for narrow_bytes in (0, 1 << 40):
+        for streamed_bytes in (0, 1 << 40):
             monkeypatch.setattr(module, "DEPTH_BAND_BYTES", band_bytes)
-            monkeypatch.setattr(module, "NARROW_BLOCK_BYTES", narrow_bytes)
-            got[band_bytes, narrow_bytes] = _forward(
+            monkeypatch.setattr(module, "STREAMED_INPUT_BYTES", streamed_bytes)
+            got[band_bytes, streamed_bytes] = _forward(
                 x, w, b, 3, padding=((1, 1), (0, 2), (1, 1)), num_threads=threads)
     first = next(iter(got.values()))
     assert_close(first, want, np.float32, what="band rows")
