@@ -7,7 +7,8 @@ last vector of a pixel runs into the next pixel, with the weights and bias rotat
 match, and the rows' first and last blocks unrotated.  The result must not depend on where
 the input starts (NumPy puts large arrays 16 bytes past a line), nor on the row order:
 3-D rows go in bands through the depth, and inputs taken as streamed from memory go one
-channel vector at a time through the blocks (3-D rows prefetching the next depth's row).  Every other build runs the same tests on its own kernels."""
+channel vector at a time through the blocks (3-D rows prefetching the next depth's row).
+Every other build runs the same tests on its own kernels."""
 
 import numpy as np
 import pytest
