@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -501,6 +501,24 @@ def gather(geom: NdGeometry, ops: Ops2d, src: Array, weight: Array, bias: Option
     return sink.finish()
 
 
+def _winograd_taps(geom: NdGeometry, ops: Ops2d, op: str, counts: Set[int],
+                   ntaps: int) -> Optional[Tuple[Any, int]]:
+    """Whether the packed-once paths can run pass ``op`` of a convolution whose ``ntaps``
+    depth taps read ranges of ``counts`` slices: every tap on Winograd's 2-D kernels, zero
+    padding, depth stride 1, at least two taps, not transposed.  Then one tap's algorithm
+    instance and the thread count for all of them; else None."""
+    from .algorithms import winograd
+    if (geom.rank != 3 or geom.N == 0 or geom.padding_mode != "zeros" or geom.stride[0] != 1
+            or ntaps < 2 or getattr(ops, "transposed", False)):
+        return None
+    chosen = [ops.algorithm(n, op) for n in counts]
+    if not all(isinstance(impl, winograd.WinogradConvolution)
+               and impl.geom.padding_mode == "zeros" and impl.geom.dtype == geom.dtype
+               for impl, _ in chosen):
+        return None
+    return chosen[0][0], min(t for _, t in chosen)
+
+
 def _taps_packed_once(geom: NdGeometry, ops: Ops2d, op: str, src_dm: Array, w: Array,
                       pairs: List[Tuple[int, slice, slice]], dst: Array, beta0: float,
                       bias: Optional[Array], alpha: float) -> int:
@@ -518,22 +536,16 @@ def _taps_packed_once(geom: NdGeometry, ops: Ops2d, op: str, src_dm: Array, w: A
     1.18x, data gradient 1.06x / 1.31x and 1.14x / 1.35x."""
     from .algorithms import winograd
     full = [p for p in pairs if _covers(p[2], dst.shape[1])]
-    if (geom.rank != 3 or geom.N == 0 or geom.padding_mode != "zeros" or geom.stride[0] != 1
-            or len(pairs) < 2 or not full or getattr(ops, "transposed", False)):
-        return 0
     counts = {len(range(src_dm.shape[1])[s]) for _, s, _ in pairs}
-    chosen = {n: ops.algorithm(n, op) for n in counts}
-    if not all(isinstance(impl, winograd.WinogradConvolution)
-               and impl.geom.padding_mode == "zeros" and impl.geom.dtype == geom.dtype
-               for impl, _ in chosen.values()):
+    taps = _winograd_taps(geom, ops, op, counts, len(pairs)) if full else None
+    if taps is None:
         return 0
-    nthreads = min(t for _, t in chosen.values())
+    impl, nthreads = taps
     data_gradient = op == "backward_data"
     weights = [weight_tap(w, tap, geom.weight_layout) for tap, _, _ in pairs]
     if channels_last(geom.weight_layout):  # (R, S, C/g, K) -> (K, C/g, R, S)
         weights = [wt.transpose(3, 2, 0, 1) for wt in weights]
-    filters = winograd.transformed_filters(next(iter(chosen.values()))[0].geom, weights,
-                                           nthreads, data_gradient)
+    filters = winograd.transformed_filters(impl.geom, weights, nthreads, data_gradient)
     if filters is None:
         return 0
     U = {tap: filters[k] for k, (tap, _, _) in enumerate(pairs)}
@@ -648,15 +660,11 @@ def _reduce_packed_once(geom: NdGeometry, ops: Ops2d, o_dm: Array, i_dm: Array,
     on 1 thread and 44.0 -> 33.8 ms on 2 (the packing was 23% of the tap loop's time,
     perf); C3D's 64- and 128-channel layers 1.12-1.16x.  The same bits as the tap loop."""
     from .algorithms import winograd
-    if (geom.rank != 3 or geom.N == 0 or geom.padding_mode != "zeros" or geom.stride[0] != 1
-            or len(spans) < 2 or getattr(ops, "transposed", False)):
+    taps = _winograd_taps(geom, ops, "backward_weight", {span.count for span in spans},
+                          len(spans))
+    if taps is None:
         return False
-    chosen = {n: ops.algorithm(n, "backward_weight") for n in {span.count for span in spans}}
-    if not all(isinstance(impl, winograd.WinogradConvolution)
-               and impl.geom.padding_mode == "zeros" and impl.geom.dtype == geom.dtype
-               for impl, _ in chosen.values()):
-        return False
-    nthreads = min(t for _, t in chosen.values())
+    nthreads = taps[1]
     cl = geom.channels_last
     per_image = []
     for i in range(geom.N):

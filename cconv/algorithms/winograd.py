@@ -253,6 +253,19 @@ class WinogradConvolution(Algorithm):
         return grad
 
 
+def _by_slice_count(geometry: Callable[[int], ConvGeometry]
+                    ) -> Callable[[int], WinogradConvolution]:
+    """The Winograd instance of ``geometry(n)`` for a number of slices ``n``, one per number,
+    made on first use (a stack's taps share a few range lengths)."""
+    algorithms: Dict[int, WinogradConvolution] = {}
+
+    def of(slices: int) -> WinogradConvolution:
+        if slices not in algorithms:
+            algorithms[slices] = WinogradConvolution(geometry(slices))
+        return algorithms[slices]
+    return of
+
+
 def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Array, x: Array,
                                  pairs: Sequence[Tuple[slice, slice]],
                                  nthreads: int) -> Optional[List[Array]]:
@@ -280,13 +293,7 @@ def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Ar
         A (K, C/groups, 3, 3) gradient per pair, or None where an operand is not all finite
         (the caller computes those through the direct kernel).
     """
-    algorithms: Dict[int, WinogradConvolution] = {}
-
-    def of(slices: int) -> WinogradConvolution:  # one instance per number of slices
-        if slices not in algorithms:
-            algorithms[slices] = WinogradConvolution(geometry(slices))
-        return algorithms[slices]
-
+    of = _by_slice_count(geometry)
     with _workspace.scope() as ws:
         packed_x = of(x.shape[0])._packed_input(x, nthreads, ws)
         packed_dy = of(dy.shape[0])._packed_grad(dy, nthreads, ws)
@@ -365,12 +372,10 @@ def slice_range_forward(geometry: Callable[[int], ConvGeometry], x: Array,
     bool
         False, with nothing written, where ``x`` is not all finite.
     """
-    algorithms: Dict[int, WinogradConvolution] = {}
+    algorithm = _by_slice_count(geometry)
 
-    def of(slices: int) -> TileProblem:  # one instance per number of slices
-        if slices not in algorithms:
-            algorithms[slices] = WinogradConvolution(geometry(slices))
-        return _tile_problem(algorithms[slices], data_gradient)
+    def of(slices: int) -> TileProblem:
+        return _tile_problem(algorithm(slices), data_gradient)
 
     with _workspace.scope() as ws:
         packed = pack_input(of(x.shape[0]), x, nthreads, ws)
