@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from . import _workspace
+from . import _relayout, _workspace
 from ._threads import threads_for_work
 
 if TYPE_CHECKING:
@@ -40,16 +40,19 @@ def compute_view(value: npt.ArrayLike, dtype: npt.DTypeLike, layout: str) -> Arr
     return nchw(np.asarray(value).astype(dtype, copy=False), layout)
 
 
-def weight_oihw(weight: Array, weight_layout: str, dtype: npt.DTypeLike) -> Array:
+def weight_oihw(weight: Array, weight_layout: str, dtype: npt.DTypeLike,
+                nthreads: int = 1) -> Array:
     """A contiguous (K, C/groups, R, S) weight of the compute dtype."""
-    w = weight if weight_layout == "OIHW" else weight.transpose(3, 2, 0, 1)
-    return np.ascontiguousarray(w, dtype=dtype)
+    if weight_layout == "OIHW":
+        return np.ascontiguousarray(weight, dtype=dtype)
+    return _relayout.weight_channels_first(np.asarray(weight).astype(dtype, copy=False),
+                                           nthreads)
 
 
-def weight_in_layout(grad_oihw: Array, weight_layout: str) -> Array:
+def weight_in_layout(grad_oihw: Array, weight_layout: str, nthreads: int = 1) -> Array:
     """A (K, C/groups, R, S) weight gradient in ``weight_layout`` order."""
     if weight_layout == "HWIO":
-        return np.ascontiguousarray(grad_oihw.transpose(2, 3, 1, 0))
+        return _relayout.weight_channels_last(grad_oihw, nthreads)
     return grad_oihw
 
 
@@ -129,7 +132,7 @@ def forward(impl: Algorithm, x: Array, w: Array, bias: Optional[Array], out: Opt
     if boundary is not None and g.N and g.padding_mode == "zeros":
         x = boundary.pad(x, nthreads)
     xv = compute_view(x, g.dtype, g.layout)
-    wv = weight_oihw(w, g.weight_layout, g.dtype)
+    wv = weight_oihw(w, g.weight_layout, g.dtype, nthreads)
     if prepared is not None and not prepared.serves(impl, g):
         prepared = None
     rows, cols = g.OH - extra[0], g.OW - extra[1]
@@ -165,7 +168,7 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
     dyv = pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra)
-    wv = weight_oihw(w, g.weight_layout, g.dtype)
+    wv = weight_oihw(w, g.weight_layout, g.dtype, nthreads)
     if boundary is None or g.padding_mode != "zeros":  # no mode, or ``impl`` builds it
         return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
                     g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,
@@ -199,5 +202,5 @@ def backward_weight(impl: Algorithm, dy: Array, x: Array, out: Optional[Array], 
     else:
         grad = impl.backward_weight(pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra),
                                     compute_view(x, g.dtype, g.layout), nthreads)
-    grad = weight_in_layout(grad, g.weight_layout)
+    grad = weight_in_layout(grad, g.weight_layout, nthreads)
     return scaled_into(grad.astype(result_dtype, copy=False), out, alpha, beta)

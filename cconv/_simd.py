@@ -19,7 +19,7 @@ from ._kernels import _runtime
 
 LEVELS = ("avx512", "avx2", "base")
 # The kernel modules built per level: cconv._kernels.<stem>_<level>.
-TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows", "_pointwise", "_blocked")
+TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows", "_pointwise", "_blocked", "_relayout")
 
 
 def available_levels() -> List[str]:
@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         _blocked_base,
         _depthwise_base,
         _pointwise_base,
+        _relayout_base,
         _rows_base,
         _tiles_base,
         _winograd_base,
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
     rows = _rows_base
     pointwise = _pointwise_base
     blocked = _blocked_base
+    relayout = _relayout_base
 else:
     tiles = _modules.tiles
     winograd = _modules.winograd
@@ -95,3 +97,4 @@ else:
     rows = _modules.rows
     pointwise = _modules.pointwise
     blocked = _modules.blocked
+    relayout = _modules.relayout

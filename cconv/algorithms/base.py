@@ -20,8 +20,9 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, FrozenSet, Optional, Tuple, Type
 
-import numpy as np
 import numpy.typing as npt
+
+from .. import _relayout, _workspace
 
 if TYPE_CHECKING:
     from .._geometry import ConvGeometry
@@ -177,13 +178,16 @@ def _instance(cls: Type[Algorithm], geom: ConvGeometry) -> Algorithm:
 
 
 def compute_into(y: Array, alpha: float, beta: float,
-                 call: Callable[[Array, float, float], None]) -> None:
+                 call: Callable[[Array, float, float], None], nthreads: int = 1) -> None:
     """``call(out, a, b)`` (a kernel writing ``out = a * result + b * out``) into ``y``, or,
     when ``y`` is not contiguous (the kernels take contiguous arrays), into a temporary
-    whose result is then scaled into ``y``."""
+    whose result is then scaled into ``y`` (transposed on ``nthreads`` threads by
+    ``cconv._relayout`` when ``y`` is a channels-last array)."""
     if y.flags.c_contiguous:
         call(y, alpha, beta)
         return
-    tmp = np.empty(y.shape, y.dtype)
+    tmp = _workspace.empty_result(y.shape, y.dtype)
     call(tmp, 1.0, 0.0)
+    if _relayout.store(y, tmp, alpha, beta, nthreads):
+        return
     y[...] = alpha * tmp if beta == 0 else alpha * tmp + beta * y

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from .. import _boundary, _workspace
+from .. import _boundary, _relayout, _workspace
 from .._simd import depthwise as kernels
 from . import depthwise_blocked as blocked
 from .base import OPS, Algorithm, compute_into, memory_layout
@@ -488,11 +488,12 @@ class DepthwiseConvolution(Algorithm):
         or into a temporary when ``dst`` is not contiguous (epilogue applied on the copy);
         ``extra``: the kernel's trailing arguments; ``column_rows``: the filter's rows for
         the column kernel, 0 for the plain one; ``options``: the kernel's further keywords."""
-        src = np.ascontiguousarray(src)
+        src = _relayout.contiguous(src, nthreads)
         if column_rows:
             options["column_rows"] = column_rows
         compute_into(dst, alpha, beta, lambda out, a, b: run(
-            src, w, out, bias, tap_off, *layout, a, b, scratch, nthreads, *extra, **options))
+            src, w, out, bias, tap_off, *layout, a, b, scratch, nthreads, *extra, **options),
+            nthreads)
 
     # -- passes ----------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 import numpy as np
 import numpy.typing as npt
 
-from .. import _boundary
+from .. import _boundary, _relayout
 from .._simd import blocked as kernels
 from .base import compute_into
 
@@ -151,10 +151,10 @@ class BlockedLayout:
         (pt, _), (pl, _) = g.pads
 
         def call(out: Array, a: float, b: float) -> None:
-            kernels.correlate(np.ascontiguousarray(x), self.weights(w), out, bias,
+            kernels.correlate(_relayout.contiguous(x, nthreads), self.weights(w), out, bias,
                               self.row_src, self.col_src, pt, pl, self.value, g.Kg,
                               self.phases, self.off, self.widx, a, b, scratch, nthreads)
-        compute_into(y, alpha, beta, call)
+        compute_into(y, alpha, beta, call, nthreads)
 
     def backward_data(self, dy: Array, w: Array, dx: Array, bias: Array, alpha: float,
                       beta: float, scratch: Array, nthreads: int) -> None:
@@ -163,10 +163,10 @@ class BlockedLayout:
         row_src, col_src, top, left, phases, off, widx, _, folding = self.data_gradient()
 
         def call(out: Array, a: float, b: float) -> None:
-            kernels.correlate(np.ascontiguousarray(dy), self.weights(w), out, bias, row_src,
-                              col_src, top, left, 0.0, 1, phases, off, widx, a, b, scratch,
-                              nthreads, *folding)
-        compute_into(dx, alpha, beta, call)
+            kernels.correlate(_relayout.contiguous(dy, nthreads), self.weights(w), out, bias,
+                              row_src, col_src, top, left, 0.0, 1, phases, off, widx, a, b,
+                              scratch, nthreads, *folding)
+        compute_into(dx, alpha, beta, call, nthreads)
 
     def backward_weight(self, dy: Array, x: Array, scratch: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, 1, R, S) array: per-image sums added
@@ -174,8 +174,8 @@ class BlockedLayout:
         g = self.geom
         (pt, _), (pl, _) = g.pads
         partial = np.empty((g.N, g.R * g.S, self.kpad), g.dtype)
-        kernels.weight(np.ascontiguousarray(dy), np.ascontiguousarray(x), partial,
-                       self.row_src, self.col_src, pt, pl, self.value, g.Kg, g.stride[0],
+        kernels.weight(_relayout.contiguous(dy, nthreads), _relayout.contiguous(x, nthreads),
+                       partial, self.row_src, self.col_src, pt, pl, self.value, g.Kg, g.stride[0],
                        g.stride[1], self.off, scratch, nthreads)
         total = partial.sum(axis=0, dtype=np.float64)
         return np.ascontiguousarray(total[:, :g.K].T, g.dtype).reshape(g.K, 1, g.R, g.S)
@@ -289,9 +289,10 @@ class FewChannelWeights:
         images' partial sums added in order, whatever the thread count."""
         g = self.geom
         partial = np.empty((g.N, self.nbands, g.C * g.R * g.S, self.kpad), g.dtype)
-        kernels.weight_few(np.ascontiguousarray(dy), np.ascontiguousarray(x), partial,
-                           self.row_src, self.col_src, self.pl, self.value, g.stride[0],
-                           g.stride[1], self.off, self.in_rows, self.band, scratch, nthreads)
+        kernels.weight_few(_relayout.contiguous(dy, nthreads),
+                           _relayout.contiguous(x, nthreads), partial, self.row_src,
+                           self.col_src, self.pl, self.value, g.stride[0], g.stride[1],
+                           self.off, self.in_rows, self.band, scratch, nthreads)
         total = partial.sum(axis=(0, 1), dtype=np.float64)
         return np.ascontiguousarray(total[:, :g.K].T, g.dtype).reshape(g.K, g.C, g.R, g.S)
 
@@ -324,10 +325,10 @@ class FewChannelForward:
         wt = _lane_weights(g, w, self.kpad)
 
         def call(out: Array, a: float, b: float) -> None:
-            kernels.forward_few(np.ascontiguousarray(x), wt, out, bias, self.row_src,
+            kernels.forward_few(_relayout.contiguous(x, nthreads), wt, out, bias, self.row_src,
                                 self.col_src, self.pl, self.value, g.stride[0], g.stride[1],
                                 self.off, self.in_rows, self.band, a, b, scratch, nthreads)
-        compute_into(y, alpha, beta, call)
+        compute_into(y, alpha, beta, call, nthreads)
 
 
 def few_channel_forward(geom: ConvGeometry) -> bool:
