@@ -8,7 +8,9 @@ ms) and 9 ms for a 3x3x512x512 weight.  The compiled transposes here
 (``_kernels/_relayout.pyx.tp``: register-transposed vector blocks, whole-vector loads and
 stores) take 4.1 and 3.5 ms on one thread, 2.7 ms for the activation on two (AMD EPYC Zen
 4, AVX-512).  Small arrays keep NumPy's copy: a call into the kernel costs more than it saves
-below ``MIN_ELEMENTS``.
+below ``MIN_ELEMENTS``.  A converted activation is a temporary: its memory comes through
+``_workspace.empty_result``, whose cache serves the next call's copy from memory already
+mapped (a fresh 51 MB copy spent a fifth of an NHWC weight-gradient call zeroing pages).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from . import _workspace
 from ._simd import relayout as kernels
 
 Array = npt.NDArray[Any]
@@ -58,7 +61,7 @@ def contiguous(view: Array, nthreads: int) -> Array:
     if not _compiled(view) or not view.transpose(order).flags.c_contiguous:
         return np.ascontiguousarray(view)
     n, c = view.shape[:2]
-    out = np.empty(view.shape, view.dtype)
+    out = _workspace.empty_result(view.shape, view.dtype)
     kernels.transpose(view.transpose(order).reshape(n, -1, c), out.reshape(n, c, -1), 1.0, 0.0,
                       _threads(view.size, nthreads))
     return out

@@ -168,6 +168,10 @@ cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssiz
     # NCHW-like sources (pixels closer than channels) are read channel by channel along
     # the row: contiguous reads, scattered writes inside one L1-sized row of the buffer.
     cdef bint pixels_inner = (sw if sw > 0 else -sw) < (sc if sc > 0 else -sc)
+    # Channels-last sources with one slot per channel: a pixel's slots are one contiguous
+    # run, copied and checked as a run (the compiler vectorises both loops).  Slot by slot
+    # through the offsets, ResNet-50's NHWC layers spent 33-38% of a Winograd forward here.
+    cdef bint adjacent_channels = mult == 1 and sc == <Py_ssize_t>sizeof(real)
     for c in range(valid):
         coff[c] = n * sn + (first_channel + (first_slot + c) // mult) * sc
     for hp in range(height):
@@ -197,6 +201,13 @@ cdef Py_ssize_t _pack_plane(const char *x, Py_ssize_t sn, Py_ssize_t sc, Py_ssiz
             w = wp - pad_left
             if w < 0 or w >= W:
                 for c in range(block):
+                    d[wp * block + c] = 0
+            elif adjacent_channels:
+                src = <const real *>(row + coff[0] + w * sw)
+                for c in range(valid):
+                    d[wp * block + c] = src[c]
+                bad = bad | _nonfinite_count(src, valid)
+                for c in range(valid, block):
                     d[wp * block + c] = 0
             else:
                 for c in range(valid):
