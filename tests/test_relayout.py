@@ -199,3 +199,26 @@ def test_channels_last_out_alpha_beta(case):
     assert got is out
     np.testing.assert_allclose(out, 0.5 * nchw_to_nhwc(y_ref) - 2.0 * before, rtol=1e-4,
                                atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [8, 16, 20, 40, 64])
+@pytest.mark.parametrize("alpha, beta", [(1.0, 0.0), (0.5, -2.0)])
+def test_channels_last_strided_few_channel_forward_with_bias(k, dtype, alpha, beta):
+    """A strided filter bank over an RGB image (ResNet-50's stem kind) stores its pixel
+    vectors straight into an NHWC result: whole and partial channel vectors, bias, alpha
+    and beta."""
+    rng = _rng(9)
+    x = rng.standard_normal((2, 3, 37, 35))
+    w = rng.standard_normal((k, 3, 7, 7)) / 12
+    b = rng.standard_normal(k)
+    pads = resolve_padding(3, (37, 35), (7, 7), 2)
+    y_ref = nchw_to_nhwc(ref_conv2d(x, w, b, stride=2, pads=pads))
+    before = rng.standard_normal(y_ref.shape).astype(dtype)
+    out = before.copy()
+    cconv.conv2d(np.ascontiguousarray(nchw_to_nhwc(x)).astype(dtype),
+                 np.ascontiguousarray(oihw_to_hwio(w)).astype(dtype), b.astype(dtype),
+                 stride=2, padding=3, layout="NHWC", weight_layout="HWIO", out=out,
+                 alpha=alpha, beta=beta, num_threads=2)
+    np.testing.assert_allclose(out, alpha * y_ref + beta * before, rtol=TOL[dtype] * 10,
+                               atol=TOL[dtype] * 10)

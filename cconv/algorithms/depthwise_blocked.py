@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from .. import _boundary, _relayout
 from .._simd import blocked as kernels
-from .base import compute_into
+from .base import compute_into, memory_layout
 
 if TYPE_CHECKING:
     from .._geometry import ConvGeometry
@@ -324,10 +324,16 @@ class FewChannelForward:
         g = self.geom
         wt = _lane_weights(g, w, self.kpad)
 
-        def call(out: Array, a: float, b: float) -> None:
+        def call(out: Array, a: float, b: float, channels_last: bool = False) -> None:
             kernels.forward_few(_relayout.contiguous(x, nthreads), wt, out, bias, self.row_src,
                                 self.col_src, self.pl, self.value, g.stride[0], g.stride[1],
-                                self.off, self.in_rows, self.band, a, b, scratch, nthreads)
+                                self.off, self.in_rows, self.band, a, b, scratch, nthreads,
+                                channels_last)
+        if not y.flags.c_contiguous and memory_layout(y) == "NHWC":
+            # the kernel's pixel vectors of output channels are the NHWC pixels: stored as
+            # they are, no transposed copy of the result
+            call(y.transpose(0, 2, 3, 1), alpha, beta, True)
+            return
         compute_into(y, alpha, beta, call, nthreads)
 
 
