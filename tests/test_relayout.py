@@ -222,3 +222,24 @@ def test_channels_last_strided_few_channel_forward_with_bias(k, dtype, alpha, be
                  alpha=alpha, beta=beta, num_threads=2)
     np.testing.assert_allclose(out, alpha * y_ref + beta * before, rtol=TOL[dtype] * 10,
                                atol=TOL[dtype] * 10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [8, 16, 20, 40])
+@pytest.mark.parametrize("stride, padding, size", [(1, 1, 3), (2, 3, 7)])
+def test_channels_last_few_channel_weight_gradient(k, stride, padding, size, dtype):
+    """The few-channel weight gradient reads an NHWC output gradient's pixels as its
+    vectors: whole and partial channel vectors, stride 1 and 2."""
+    rng = _rng(10)
+    x = rng.standard_normal((2, 3, 33, 30))
+    pads = resolve_padding(padding, (33, 30), (size, size), stride)
+    y_shape = ref_conv2d(x, np.zeros((k, 3, size, size)), stride=stride, pads=pads).shape
+    gy = rng.standard_normal(y_shape)
+    dw_ref = ref_backward_weight(gy, x, (k, 3, size, size), stride=stride, pads=pads)
+    dw = cconv.conv2d_backward_weight(
+        np.ascontiguousarray(nchw_to_nhwc(gy)).astype(dtype),
+        np.ascontiguousarray(nchw_to_nhwc(x)).astype(dtype), (size, size, 3, k),
+        stride=stride, padding=padding, layout="NHWC", weight_layout="HWIO", num_threads=2)
+    scale = float(np.abs(dw_ref).max())
+    np.testing.assert_allclose(dw, oihw_to_hwio(dw_ref), rtol=TOL[dtype] * 10,
+                               atol=TOL[dtype] * 10 * scale)

@@ -289,10 +289,13 @@ class FewChannelWeights:
         images' partial sums added in order, whatever the thread count."""
         g = self.geom
         partial = np.empty((g.N, self.nbands, g.C * g.R * g.S, self.kpad), g.dtype)
-        kernels.weight_few(_relayout.contiguous(dy, nthreads),
+        # a channels-last gradient is read as it lies: its pixels are the kernel's vectors
+        channels_last = not dy.flags.c_contiguous and memory_layout(dy) == "NHWC"
+        kernels.weight_few(dy.transpose(0, 2, 3, 1) if channels_last
+                           else _relayout.contiguous(dy, nthreads),
                            _relayout.contiguous(x, nthreads), partial, self.row_src,
                            self.col_src, self.pl, self.value, g.stride[0], g.stride[1],
-                           self.off, self.in_rows, self.band, scratch, nthreads)
+                           self.off, self.in_rows, self.band, scratch, nthreads, channels_last)
         total = partial.sum(axis=(0, 1), dtype=np.float64)
         return np.ascontiguousarray(total[:, :g.K].T, g.dtype).reshape(g.K, g.C, g.R, g.S)
 
