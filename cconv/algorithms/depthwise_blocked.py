@@ -341,12 +341,15 @@ class FewChannelForward:
 
 
 def few_channel_forward(geom: ConvGeometry) -> bool:
-    """True when the few-channel forward kernel takes this NCHW geometry: one group of at
-    most four input channels, at least a vector of output channels, a stride (at stride 1
-    the row kernels measured faster: ``FEW_CHANNEL_FORWARD_MEASUREMENTS``), nonempty."""
+    """True when the few-channel forward kernel takes this geometry: one group of at most
+    four input channels, at least a vector of output channels, a stride or an NHWC result
+    (at stride 1 the row kernels measured faster on NCHW,
+    ``FEW_CHANNEL_FORWARD_MEASUREMENTS``, but their planes must be transposed into an
+    NHWC result, which this kernel writes as it computes it), nonempty."""
     g = geom
     return (g.groups == 1 and 1 <= g.C <= 4 and g.K >= vector_length(g)
-            and g.stride != (1, 1) and g.H * g.W > 0 and g.OH * g.OW > 0)
+            and (g.stride != (1, 1) or g.layout == "NHWC")
+            and g.H * g.W > 0 and g.OH * g.OW > 0)
 
 
 def few_channel_weights(geom: ConvGeometry) -> bool:
