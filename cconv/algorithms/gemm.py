@@ -56,7 +56,7 @@ import numpy.typing as npt
 from .. import _blas, _relayout
 from .._simd import pointwise as _pointwise_kernels
 from . import gemm_schedule
-from .base import Algorithm, TransformedWeight, memory_layout
+from .base import Algorithm, TransformedWeight, compute_into, memory_layout
 from .gemm_schedule import Chunk, ChunkPlan
 from .im2col import ColumnLayout, Scratch
 
@@ -445,13 +445,22 @@ class ChunkedGemm:
         dy, w, dx, alpha, beta, nthreads, bias
             As :meth:`Algorithm.backward_data`.
         """
-        g, lay, local = self.geom, self.layout, threading.local()
+        g = self.geom
         if np.may_share_memory(dy, dx):
             dy = dy.copy()
-        if lay.pixel_major and g.Cg <= FEW_GRADIENT_CHANNELS and g.stride != (1, 1):
-            # FEW_GRADIENT_CHANNELS: the planes' columns, from a transposed gradient
-            lay = ColumnLayout(g, False)
-            dy = _relayout.contiguous(dy, nthreads)
+        if self.layout.pixel_major and g.Cg <= FEW_GRADIENT_CHANNELS and g.stride != (1, 1):
+            # FEW_GRADIENT_CHANNELS: the planes' columns, from a gradient transposed into
+            # planes, into planes transposed back into ``dx``
+            planes = _relayout.contiguous(dy, nthreads)
+            compute_into(dx, alpha, beta, lambda out, a, b: self._col2im(
+                ColumnLayout(g, False), planes, w, out, a, b, nthreads, bias), nthreads)
+            return
+        self._col2im(self.layout, dy, w, dx, alpha, beta, nthreads, bias)
+
+    def _col2im(self, lay: ColumnLayout, dy: Array, w: Array, dx: Array, alpha: float,
+                beta: float, nthreads: int, bias: Array | None) -> None:
+        """:meth:`backward_data` on the columns of ``lay``."""
+        g, local = self.geom, threading.local()
         wt = lay.weight_matrix(w).transpose(0, 2, 1)
         (pt, pb), (pl, pr) = g.pads
         padded_shape = (g.C, g.H + pt + pb, g.W + pl + pr)
