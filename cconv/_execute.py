@@ -49,6 +49,17 @@ def weight_oihw(weight: Array, weight_layout: str, dtype: npt.DTypeLike,
                                            nthreads)
 
 
+def weight_for(impl: Algorithm, op: str, weight: Array, weight_layout: str,
+               dtype: np.dtype[Any], nthreads: int) -> Array:
+    """The (K, C/groups, R, S) weight ``impl`` reads in pass ``op``: a view of ``weight`` in
+    the compute dtype where the algorithm takes any strides, else :func:`weight_oihw`'s
+    copy."""
+    if op not in impl.strided_weight_ops:
+        return weight_oihw(weight, weight_layout, dtype, nthreads)
+    w = np.asarray(weight).astype(dtype, copy=False)
+    return w if weight_layout == "OIHW" else w.transpose(3, 2, 0, 1)
+
+
 def weight_in_layout(grad_oihw: Array, weight_layout: str, nthreads: int = 1) -> Array:
     """A (K, C/groups, R, S) weight gradient in ``weight_layout`` order."""
     if weight_layout == "HWIO":
@@ -132,7 +143,7 @@ def forward(impl: Algorithm, x: Array, w: Array, bias: Optional[Array], out: Opt
     if boundary is not None and g.N and g.padding_mode == "zeros":
         x = boundary.pad(x, nthreads)
     xv = compute_view(x, g.dtype, g.layout)
-    wv = weight_oihw(w, g.weight_layout, g.dtype, nthreads)
+    wv = weight_for(impl, "forward", w, g.weight_layout, g.dtype, nthreads)
     if prepared is not None and not prepared.serves(impl, g):
         prepared = None
     rows, cols = g.OH - extra[0], g.OW - extra[1]
@@ -168,7 +179,7 @@ def backward_data(impl: Algorithm, dy: Array, w: Array, out: Optional[Array], al
     g = impl.geom
     nthreads = threads_for_work(g.flops, nthreads)
     dyv = pad_bottom_right(compute_view(dy, g.dtype, g.layout), extra)
-    wv = weight_oihw(w, g.weight_layout, g.dtype, nthreads)
+    wv = weight_for(impl, "backward_data", w, g.weight_layout, g.dtype, nthreads)
     if boundary is None or g.padding_mode != "zeros":  # no mode, or ``impl`` builds it
         return emit(lambda dx, a, b: impl.backward_data(dyv, wv, dx, a, b, nthreads, bias=bias),
                     g.input_shape(), g.layout, g.dtype, result_dtype, out, alpha, beta,

@@ -243,3 +243,41 @@ def test_channels_last_few_channel_weight_gradient(k, stride, padding, size, dty
     scale = float(np.abs(dw_ref).max())
     np.testing.assert_allclose(dw, oihw_to_hwio(dw_ref), rtol=TOL[dtype] * 10,
                                atol=TOL[dtype] * 10 * scale)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("sliced", [False, True])
+def test_winograd_reads_hwio_weights_in_place(dtype, groups, sliced):
+    """Winograd takes an HWIO weight as a transposed view (no conversion): forward and data
+    gradient against the reference, for contiguous and sliced weights and groups."""
+    rng = _rng(11)
+    x = rng.standard_normal((2, 8, 11, 13))
+    w_full = rng.standard_normal((3, 3, 8 // groups, 24)) / 6
+    w_hwio = w_full[:, :, :, ::2] if sliced else w_full[:, :, :, :12]
+    w = w_hwio.transpose(3, 2, 0, 1)
+    pads = resolve_padding(1, (11, 13), (3, 3))
+    y_ref = ref_conv2d(x, w, stride=1, pads=pads, groups=groups)
+    gy = rng.standard_normal(y_ref.shape)
+    kw = dict(padding=1, groups=groups, weight_layout="HWIO", algo="winograd", num_threads=2)
+    y = cconv.conv2d(x.astype(dtype), w_hwio.astype(dtype), **kw)
+    np.testing.assert_allclose(y, y_ref, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+    dx = cconv.conv2d_backward_data(gy.astype(dtype), w_hwio.astype(dtype), x.shape, **kw)
+    dx_ref = ref_backward_data(gy, w, x.shape, stride=1, pads=pads, groups=groups)
+    np.testing.assert_allclose(dx, dx_ref, rtol=TOL[dtype] * 10, atol=TOL[dtype] * 10)
+
+
+def test_winograd_hwio_weight_with_nan_falls_back_like_oihw():
+    """A NaN in an HWIO weight sends the call to the direct kernel, which lands the NaN
+    exactly where the OIHW call puts it."""
+    rng = _rng(12)
+    x = rng.standard_normal((1, 4, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    w[2, 1, 0, 2] = np.nan
+    kw = dict(padding=1, algo="winograd", num_threads=2)
+    y_oihw = cconv.conv2d(x, w, **kw)
+    y_hwio = cconv.conv2d(x, np.ascontiguousarray(oihw_to_hwio(w)), weight_layout="HWIO", **kw)
+    assert np.isnan(y_oihw).any()
+    np.testing.assert_array_equal(np.isnan(y_hwio), np.isnan(y_oihw))
+    np.testing.assert_allclose(np.nan_to_num(y_hwio), np.nan_to_num(y_oihw), rtol=1e-5,
+                               atol=1e-5)

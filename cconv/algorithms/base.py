@@ -68,6 +68,10 @@ class Algorithm:
     #: other algorithms) a padding mode is padded beforehand and folded after
     #: (``cconv._boundary``), and the algorithm sees ``ConvGeometry.kernel_geometry``.
     padding_mode_ops: FrozenSet[str] = frozenset()
+    #: The passes (of ``forward`` and ``backward_data``) that read the (K, C/groups, R, S)
+    #: weight with any strides: a channels-last HWIO weight is then passed as a transposed
+    #: view, not converted.  The other passes get a contiguous OIHW weight.
+    strided_weight_ops: FrozenSet[str] = frozenset()
 
     def __init__(self, geom: ConvGeometry) -> None:
         """Bind the algorithm to ``geom``; ValueError with the reason if it cannot run it."""
