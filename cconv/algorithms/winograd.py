@@ -138,12 +138,11 @@ class WinogradConvolution(Algorithm):
     """
 
     name = "winograd"
-    # The filter transform reads any strides.  The data gradient's (rotated, channel roles
-    # swapped) reads an HWIO weight in place faster than converting it: ResNet-50 res5 NHWC
-    # data gradient 19.0 -> 16.6 ms on 1 thread, 10.7 -> 10.4 ms on 2 (AMD EPYC Zen 4,
-    # AVX-512).  The forward transform's reads across the HWIO weight measured slower than
-    # the conversion (18.2 -> 21.5 ms), so the forward keeps the converted weight.
-    strided_weight_ops = frozenset({"backward_data"})
+    # The filter transform reads any strides, an HWIO weight's filters as runs: a channels-
+    # last weight is read in place, not converted.  ResNet-50 res5 NHWC, 1 / 2 threads (AMD
+    # EPYC Zen 4, AVX-512): forward 18.2 -> 16.5 / 10.6 -> 9.4 ms, data gradient (rotated,
+    # channel roles swapped: a strided gather) 19.0 -> 16.1 / 10.7 -> 10.1 ms.
+    strided_weight_ops = frozenset({"forward", "backward_data"})
     padding_mode_ops = frozenset({"forward", "backward_weight"})  # built as x is packed
 
     @classmethod
