@@ -109,6 +109,18 @@ FEW_CHANNEL_FORWARD_MEASUREMENTS = (
     ("4x1x512x512 -> 16, 5x5 (rows)", "8.85 / 5.07", "4.48 / 2.78"),
     ("4x4x128x128 -> 32, 3x3 (rows)", "1.11 / 0.93", "0.55 / 0.48"),
 )
+# With an NHWC result it takes stride 1 too: the row kernels' planes had to be transposed
+# into the result.  NHWC calls, ms, this kernel / the row kernels and a transposed result,
+# 1 and 2 threads (AMD EPYC Zen 4, AVX-512, float32; 3x3 unless noted, padding "same"):
+FEW_CHANNEL_NHWC_FORWARD_MEASUREMENTS = (
+    ("8x64x64x3 -> 64", "1.86 / 2.74", "0.97 / 1.76"),
+    ("8x128x128x4 -> 32", "5.58 / 8.35", "2.40 / 4.99"),
+    ("4x512x512x1 -> 16, 5x5", "13.5 / 22.8", "7.7 / 15.1"),
+    ("2x32x32x3 -> 128", "0.35 / 0.39", "0.17 / 0.28"),
+    ("8x56x56x2 -> 64, 1x1", "0.53 / 2.03", "0.27 / 0.74"),
+    ("8x100x100x3 -> 16, 7x7", "3.95 / 5.76", "1.96 / 3.36"),
+    ("1x64x64x1 -> 32", "0.068 / 0.154", "0.046 / 0.144"),
+)
 FEW_BAND_BYTES = 256 * 1024
 # (tests set this to 0 to keep every plane on the row kernels, or huge to send them all
 # here: the names above are then ignored)
@@ -345,7 +357,8 @@ def few_channel_forward(geom: ConvGeometry) -> bool:
     four input channels, at least a vector of output channels, a stride or an NHWC result
     (at stride 1 the row kernels measured faster on NCHW,
     ``FEW_CHANNEL_FORWARD_MEASUREMENTS``, but their planes must be transposed into an
-    NHWC result, which this kernel writes as it computes it), nonempty."""
+    NHWC result, which this kernel writes as it computes it:
+    ``FEW_CHANNEL_NHWC_FORWARD_MEASUREMENTS``), nonempty."""
     g = geom
     return (g.groups == 1 and 1 <= g.C <= 4 and g.K >= vector_length(g)
             and (g.stride != (1, 1) or g.layout == "NHWC")
