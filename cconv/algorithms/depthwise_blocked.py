@@ -302,7 +302,7 @@ class FewChannelWeights:
         g = self.geom
         partial = np.empty((g.N, self.nbands, g.C * g.R * g.S, self.kpad), g.dtype)
         # a channels-last gradient is read as it lies: its pixels are the kernel's vectors
-        channels_last = not dy.flags.c_contiguous and memory_layout(dy) == "NHWC"
+        channels_last = memory_layout(dy) == "NHWC"
         kernels.weight_few(dy.transpose(0, 2, 3, 1) if channels_last
                            else _relayout.contiguous(dy, nthreads),
                            _relayout.contiguous(x, nthreads), partial, self.row_src,
@@ -344,7 +344,7 @@ class FewChannelForward:
                                 self.col_src, self.pl, self.value, g.stride[0], g.stride[1],
                                 self.off, self.in_rows, self.band, a, b, scratch, nthreads,
                                 channels_last)
-        if not y.flags.c_contiguous and memory_layout(y) == "NHWC":
+        if memory_layout(y) == "NHWC":
             # the kernel's pixel vectors of output channels are the NHWC pixels: stored as
             # they are, no transposed copy of the result
             call(y.transpose(0, 2, 3, 1), alpha, beta, True)

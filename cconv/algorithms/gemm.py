@@ -379,6 +379,10 @@ class ChunkedGemm:
     def __init__(self, geom: ConvGeometry) -> None:
         self.geom = geom
         self.layout = ColumnLayout(geom, geom.layout == "NHWC")
+        # FEW_GRADIENT_CHANNELS: the data gradient's columns when they differ from ``layout``
+        self._gradient_planes = (ColumnLayout(geom, False) if self.layout.pixel_major
+                                 and geom.Cg <= FEW_GRADIENT_CHANNELS and geom.stride != (1, 1)
+                                 else None)
 
     def plan(self) -> ChunkPlan:
         """The chunks every pass runs, under the budget in force now.
@@ -445,15 +449,15 @@ class ChunkedGemm:
         dy, w, dx, alpha, beta, nthreads, bias
             As :meth:`Algorithm.backward_data`.
         """
-        g = self.geom
         if np.may_share_memory(dy, dx):
             dy = dy.copy()
-        if self.layout.pixel_major and g.Cg <= FEW_GRADIENT_CHANNELS and g.stride != (1, 1):
-            # FEW_GRADIENT_CHANNELS: the planes' columns, from a gradient transposed into
-            # planes, into planes transposed back into ``dx``
+        lay = self._gradient_planes
+        if lay is not None:
+            # the planes' columns, from a gradient transposed into planes, into planes
+            # transposed back into ``dx``
             planes = _relayout.contiguous(dy, nthreads)
             compute_into(dx, alpha, beta, lambda out, a, b: self._col2im(
-                ColumnLayout(g, False), planes, w, out, a, b, nthreads, bias), nthreads)
+                lay, planes, w, out, a, b, nthreads, bias), nthreads)
             return
         self._col2im(self.layout, dy, w, dx, alpha, beta, nthreads, bias)
 
