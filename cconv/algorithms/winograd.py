@@ -250,8 +250,8 @@ class WinogradConvolution(Algorithm):
         scratch = ws.empty(nthreads * p.scratch_per_thread, dt)
         run = getattr(kernels, f"backward_weight_{_CTYPE[dt]}")
         run(packed_x, packed_dy, g.N, g.groups, p.ncb, p.block, p.Hp, p.Wp, p.Kb, p.tH,
-            p.tW, p.tblock, s.splits, s.kchunk, s.cchunk, s.parts, scratch, partial,
-            nthreads)
+            p.tW, p.tblock, s.splits, s.kchunk_for(nthreads), s.cchunk, s.parts, scratch,
+            partial, nthreads)
         # Sum the splits in a fixed order, then dg = G^T P G.
         grad = np.empty((g.K, g.Cg, 3, 3), dt)
         getattr(kernels, f"weight_gradient_{_CTYPE[dt]}")(partial, s.splits, g.groups,
