@@ -135,6 +135,38 @@ def test_backward_weight_is_deterministic_across_thread_counts():
     assert all(np.array_equal(dws[0], d) for d in dws[1:])
 
 
+
+@pytest.mark.parametrize("C, K, groups, dtype", [(40, 136, 1, np.float32), (34, 66, 2, np.float64)])
+def test_more_threads_than_jobs_split_output_channels_same_bits(C, K, groups, dtype):
+    # One image of 6x6 makes one tile block: on many threads every pass cuts its output
+    # channels finer to make jobs (winograd_schedule.*_JOBS_PER_THREAD).  The chunks change
+    # no sum, so every thread count gives the same bits, and they match the reference.
+    geom = make_geometry((1, C, 6, 6), (K, C // groups, 3, 3), padding=1, groups=groups,
+                         dtype=dtype)
+    impl = WinogradConvolution(geom)
+    fwd, wgt = impl._fwd, impl._wgt
+    assert fwd.kchunk_for(1) == fwd.kchunk and wgt.kchunk_for(1) == wgt.kchunk
+    assert fwd.kchunk_for(16) < fwd.kchunk and wgt.kchunk_for(16) < wgt.kchunk
+    assert fwd.jobs(fwd.kchunk_for(16)) > fwd.jobs(fwd.kchunk)
+    rng = np.random.default_rng(C)
+    x = rng.standard_normal((1, C, 6, 6)).astype(dtype)
+    w = rng.standard_normal((K, C // groups, 3, 3)).astype(dtype)
+    dy = rng.standard_normal((1, K, 6, 6)).astype(dtype)
+    pads = ((1, 1), (1, 1))
+    ys, dxs, dws = [], [], []
+    for t in (1, 2, 7, 16):
+        y, dx = np.empty(dy.shape, dtype), np.empty_like(x)
+        impl.forward(x, w, None, y, 1.0, 0.0, t)
+        impl.backward_data(dy, w, dx, 1.0, 0.0, t)
+        ys.append(y)
+        dxs.append(dx)
+        dws.append(impl.backward_weight(dy, x, t))
+    assert rel_err(ys[-1], _ref_y(x, w, pads, groups)) <= TOL[dtype]
+    assert rel_err(dxs[-1], _ref_dx(dy, w, x.shape, pads, groups)) <= TOL[dtype]
+    assert rel_err(dws[-1], _ref_dw(dy, x, pads, groups)) <= TOL[dtype]
+    for got in (ys, dxs, dws):
+        assert all(np.array_equal(got[0], other) for other in got[1:])
+
 # Small shapes that the job-layout tests below drive through the big layers' code paths.
 _JOB_LAYOUT_SHAPES = [
     (40, 72, 1, np.float32),     # vector input transform, partial output block

@@ -42,10 +42,16 @@ BIG_FILTER_BYTES = 8 * 1024 * 1024
 BIG_TILE_BYTES = 4 * 1024 * 1024
 # Upper bound for the per-split partial sums of backward-weight.
 PARTIAL_BYTES = 64 * 1024 * 1024
-# Backward-weight jobs per thread below which the jobs take fewer output-channel blocks
-# each (more jobs, the same sums).  ResNet-50's res3 3x3 weight gradient has 8 jobs (4
-# splits x 2 halves of the matrices, all 4 output blocks per job): 4.2x from 1 to 16 threads
-# where PyTorch gained 6.8x (Intel Xeon, 16 cores).
+# Jobs per thread below which a Winograd pass gives each job fewer output-channel blocks
+# (more jobs, the same sums).  A batch-1 256-channel 14x14 layer has 4 tile blocks, so 4
+# forward jobs; ResNet-50's res3 weight gradient 8 (4 splits x 2 halves of the matrices).
+# Intel Xeon (family 6 model 207, AVX-512, 16 cores), interleaved in one process, shape-only
+# chunks -> 1 -> 2 jobs per thread, ms at 16 threads: batch-1 256 forward 0.86 -> 0.53 ->
+# 0.50, data gradient 0.88 -> 0.56 -> 0.51; res5 forward 3.90 -> 2.76 -> 2.65; res3 weight
+# gradient 2.16 -> 1.55 -> 1.58, res4 2.37 -> 1.59 -> 1.54, batch-1 128 0.55 -> 0.44 -> 0.38;
+# at 4 and 8 threads within 0.93-1.07x where the chunks changed at all, except batch-1 256
+# (8 threads: 1.11 -> 0.83 ms forward).  Two threads keep their chunks on every suite layer.
+FORWARD_JOBS_PER_THREAD = 2
 WEIGHT_JOBS_PER_THREAD = 2
 # Backward-weight input-channel chunk: 128 (not 112, which fills the 14-row GEMM tiles
 # exactly) measured faster on res4 and res5, since each chunk repeats the transform of dy.
@@ -112,6 +118,23 @@ class TileProblem:
         # sizes as the bounds check on the buffer they are given.
         self.scratch_per_thread = (matrices * (self.tblock * row + pad)
                                    + matrices * (self.tblock * self.KB + pad))
+
+    def jobs(self, kchunk: int) -> int:
+        """Parallel jobs of a forward call with ``kchunk`` output-channel blocks per job."""
+        blocks = -(-(self.N * self.tH * self.tW) // self.tblock)
+        return self.G * blocks * -(-self.Kb // kchunk)
+
+    def kchunk_for(self, nthreads: int) -> int:
+        """Output-channel blocks per forward job on ``nthreads`` threads: :attr:`kchunk`,
+        or fewer where its jobs are under ``FORWARD_JOBS_PER_THREAD * nthreads``.  Every
+        output element is summed over all channels in the same order whatever the chunk, so
+        the results are the same bits at any thread count; smaller chunks repeat the input
+        transform of their tile block once per chunk."""
+        want = FORWARD_JOBS_PER_THREAD * nthreads
+        if nthreads <= 1 or self.jobs(self.kchunk) >= want:
+            return self.kchunk
+        nkc = min(self.Kb, -(-want // self.jobs(self.Kb)))
+        return -(-self.Kb // nkc)
 
     def packed_input_size(self) -> int:
         """Elements of the zero-padded, channel-blocked input ``[N][G][ncb][Hp][Wp][block]``."""
