@@ -64,3 +64,58 @@ def test_row_chunks_give_every_thread_work():
     chunk = gemm._row_chunk(256, 1, 2)                   # one panel: rows split
     assert chunk % tile == 0 and -(-256 // chunk) >= 2
     assert gemm._row_chunk(5, 1, 16) == tile             # never below one tile
+
+
+def _aligned_empty(shape, dtype, offset_bytes):
+    """An empty array whose data starts ``offset_bytes`` past a 64-byte boundary."""
+    itemsize = np.dtype(dtype).itemsize
+    count = int(np.prod(shape))
+    raw = np.empty(count + 128 // itemsize, dtype)
+    start = (-raw.ctypes.data % 64 + offset_bytes) // itemsize
+    return raw[start:start + count].reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("pixels, offset", [
+    (16 * 16, 0),     # planes of whole vectors, aligned result: non-temporal stores
+    (16 * 19, 0),     # a short last strip next to streamed full strips
+    (17 * 16 + 8, 0),  # float32 planes not a whole number of vectors: plain stores
+    (16 * 16, 16),    # a result off the vector boundary: plain stores
+])
+@pytest.mark.parametrize("L, M", [(70, 45), (300, 20)])
+def test_streamed_product_matches_the_plain_one_and_the_reference(dtype, pixels, offset, L, M):
+    # The product's `stream` stores whole strips by non-temporal stores where the result
+    # allows it (gemm.STREAM_RESULT_BYTES decides when to ask); the same sums either way.
+    kernels = gemm._pointwise_kernels
+    suffix = "float" if dtype == np.float32 else "double"
+    product = getattr(kernels, f"product_{suffix}")
+    rng = np.random.default_rng(pixels + L)
+    b = rng.standard_normal((2, L, pixels)).astype(dtype)
+    a = rng.standard_normal(M * L).astype(dtype)
+    panel = gemm._product_panel(pixels, np.dtype(dtype))
+    scratch = np.empty(gemm._native_scratch_bytes(L, pixels, np.dtype(dtype), 3)
+                       // np.dtype(dtype).itemsize, dtype)
+    want = np.einsum("ml,nlp->nmp", a.reshape(M, L).astype(np.float64), b.astype(np.float64))
+    outs = []
+    for stream in (False, True):
+        out = _aligned_empty((2, M, pixels), dtype, offset)
+        out[...] = np.nan
+        product(b, a, 1, M, L, 1, out, panel, gemm._row_chunk(M, 2, 3), scratch, 3, stream)
+        _close(out, want, dtype)
+        outs.append(out)
+    assert np.array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_streamed_results_through_the_api(monkeypatch, layout):
+    # Every result streamed (threshold 0): the forward and data gradient of 1x1 layers.
+    monkeypatch.setattr(gemm, "STREAM_RESULT_BYTES", 0)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 40, 16, 16)).astype(np.float32)
+    wt = rng.standard_normal((72, 40, 1, 1)).astype(np.float32)
+    ref = ref_conv2d(x, wt, None)
+    gy = rng.standard_normal(ref.shape).astype(np.float32)
+    kw = dict(layout=layout, algo="gemm")
+    _close(cconv.conv2d(_to(layout, x), wt, **kw), _to(layout, ref), np.float32)
+    _close(cconv.conv2d_backward_data(_to(layout, gy), wt, _to(layout, x).shape, **kw),
+           _to(layout, ref_backward_data(gy, wt, x.shape)), np.float32)

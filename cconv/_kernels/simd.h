@@ -232,4 +232,31 @@ static inline void vec_double_transpose(vec_double *r)
 #endif
 }
 
+
+/* A whole-vector store that bypasses the caches (x86 MOVNT*), to a vector-aligned address;
+ * a plain store elsewhere.  Stores of a large result that no later step of the call reads
+ * skip the read-for-ownership of every line.  cconv_store_fence orders them before the
+ * caller's later accesses. */
+#if defined(__clang__)
+static inline void vec_float_stream(float *p, vec_float v) { __builtin_nontemporal_store(v, (vec_float *)p); }
+static inline void vec_double_stream(double *p, vec_double v) { __builtin_nontemporal_store(v, (vec_double *)p); }
+#elif defined(__AVX512F__) && CCONV_VBYTES == 64
+static inline void vec_float_stream(float *p, vec_float v) { __builtin_ia32_movntps512(p, v); }
+static inline void vec_double_stream(double *p, vec_double v) { __builtin_ia32_movntpd512(p, v); }
+#elif defined(__AVX__) && CCONV_VBYTES == 32
+static inline void vec_float_stream(float *p, vec_float v) { __builtin_ia32_movntps256(p, v); }
+static inline void vec_double_stream(double *p, vec_double v) { __builtin_ia32_movntpd256(p, v); }
+#elif defined(__SSE2__) && CCONV_VBYTES == 16
+static inline void vec_float_stream(float *p, vec_float v) { __builtin_ia32_movntps(p, v); }
+static inline void vec_double_stream(double *p, vec_double v) { __builtin_ia32_movntpd(p, v); }
+#else
+static inline void vec_float_stream(float *p, vec_float v) { vec_float_store(p, v); }
+static inline void vec_double_stream(double *p, vec_double v) { vec_double_store(p, v); }
+#endif
+#if defined(__SSE__)
+static inline void cconv_store_fence(void) { __builtin_ia32_sfence(); }
+#else
+static inline void cconv_store_fence(void) { }
+#endif
+
 #endif

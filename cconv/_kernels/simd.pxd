@@ -7,6 +7,7 @@ cdef extern from "simd.h" nogil:
     ctypedef double vec_double
     vec_float vec_float_load(const float *p) noexcept
     void vec_float_store(float *p, vec_float v) noexcept
+    void vec_float_stream(float *p, vec_float v) noexcept
     vec_float vec_float_zero() noexcept
     vec_float vec_float_splat(float x) noexcept
     vec_float vec_float_fma(vec_float a, vec_float b, vec_float c) noexcept
@@ -16,6 +17,8 @@ cdef extern from "simd.h" nogil:
     void vec_float_transpose(vec_float *r) noexcept
     vec_double vec_double_load(const double *p) noexcept
     void vec_double_store(double *p, vec_double v) noexcept
+    void vec_double_stream(double *p, vec_double v) noexcept
+    void cconv_store_fence() noexcept
     vec_double vec_double_zero() noexcept
     vec_double vec_double_splat(double x) noexcept
     vec_double vec_double_fma(vec_double a, vec_double b, vec_double c) noexcept
