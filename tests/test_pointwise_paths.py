@@ -119,3 +119,31 @@ def test_streamed_results_through_the_api(monkeypatch, layout):
     _close(cconv.conv2d(_to(layout, x), wt, **kw), _to(layout, ref), np.float32)
     _close(cconv.conv2d_backward_data(_to(layout, gy), wt, _to(layout, x).shape, **kw),
            _to(layout, ref_backward_data(gy, wt, x.shape)), np.float32)
+
+
+@pytest.mark.parametrize("rows_bytes", [None, 0])
+@pytest.mark.parametrize("n, c, k, h, w, groups, dtype", [
+    (2, 70, 45, 17, 19, 1, np.float32),   # partial strips and row tiles, several chunks
+    (1, 300, 20, 5, 60, 2, np.float64),   # groups, double strips
+    (3, 40, 96, 3, 3, 1, np.float32),     # fewer pixels than one reduction chunk
+])
+def test_nhwc_weight_gradient_on_pixel_rows(monkeypatch, rows_bytes, n, c, k, h, w, groups,
+                                            dtype):
+    # NHWC 1x1 weight gradients run on the pixel rows as they lie (``weight_pixels``); a
+    # zero PIXEL_ROWS_BYTES gives the rows to the other operand.  Both match the reference
+    # and give the same bits on any thread count.
+    if rows_bytes is not None:
+        monkeypatch.setattr(gemm, "PIXEL_ROWS_BYTES", rows_bytes)
+    rng = np.random.default_rng(n + c + k)
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    gy = rng.standard_normal((n, k, h, w)).astype(dtype)
+    shape = (k, c // groups, 1, 1)
+    want = ref_backward_weight(gy, x, shape, groups=groups)
+    got = [cconv.conv2d_backward_weight(_to("NHWC", gy), _to("NHWC", x), shape, groups=groups,
+                                        layout="NHWC", algo="gemm", num_threads=t)
+           for t in (1, 3)]
+    _close(got[0], want, dtype)
+    assert np.array_equal(got[0], got[1])
+    plan = gemm._WeightPlan(cconv.plan_conv2d((n, h, w, c), shape, groups=groups,
+                                              layout="NHWC").geometry, h * w, pixel_major=True)
+    assert plan.transposed == ((k // groups < c // groups) != (rows_bytes == 0))

@@ -15,9 +15,12 @@ group:
   packed strips), by NumPy's BLAS for several.
 
 Backward-data is ``W^T @ dY`` (scattered back to the stride-th pixels), backward-weight
-``dY @ X^T`` by BLAS, summed in a fixed order over pieces of the batch (per image, or per
-4096 NHWC pixels).  Every BLAS product is cut into pieces fixed by the shape
-(``PIECE_PIXELS`` output pixels forward and backward-data), each a single-threaded BLAS
+``dY @ X^T``: for float32 and float64 by compiled kernels of cconv's own (``_pointwise``:
+``weight`` on NCHW planes, ``weight_pixels`` on NHWC pixel rows), partial sums over a
+split of the batch's pixels fixed by the shape, added in order; for other dtypes by BLAS,
+summed in a fixed order over pieces of the batch (per image, or per 4096 NHWC pixels).
+Every BLAS product is cut into pieces fixed by the shape (``PIECE_PIXELS`` output pixels
+forward and backward-data), each a single-threaded BLAS
 product, the pieces spread over Python threads: a threaded BLAS splits a product
 differently for another thread count (float64 results changed between 1 and 2 OpenBLAS
 threads), and the result must not depend on it.  The compiled product sums each output
@@ -194,15 +197,29 @@ WEIGHT_SPLITS = 16
 WEIGHT_PARTIAL_BYTES = 8 << 20
 
 
+# The compiled weight gradient of pixel-major (NHWC) operands broadcasts its rows operand
+# where it lies: a chunk of its pixels spans WEIGHT_CHUNK x channels, read again for every
+# strip.  Past this many bytes the operand with fewer channels takes the rows instead.  8
+# images, float32, 1 thread, ms, BLAS / rows with more channels / rows with fewer (AMD EPYC
+# Zen 4, AVX-512, interleaved): 64 -> 256 56x56 11.95 / 9.45 / 10.89; 128 -> 512 28x28
+# 10.30 / 12.23 / 10.33; 1024 -> 256 14x14 9.74 / 12.40 / 9.94; 2 threads: 6.54 / 5.35 /
+# 6.80, 6.72 / 5.95 / 5.43, 9.84 / 7.45 / 5.94.
+PIXEL_ROWS_BYTES = 256 << 10
+
+
 class _WeightPlan:
     """How the compiled 1x1 weight gradient of a geometry runs: the operand whose rows
     stream through the register tile is the one with more rows per group (more reuse of
-    each packed, transposed strip of the other)."""
+    each packed, transposed strip of the other); for pixel-major operands only while a
+    chunk of its rows stays within PIXEL_ROWS_BYTES."""
 
-    def __init__(self, geom: ConvGeometry, pixels: int) -> None:
+    def __init__(self, geom: ConvGeometry, pixels: int, pixel_major: bool = False) -> None:
         dtype = geom.dtype
         self.native = dtype in _NATIVE_SUFFIX
         self.transposed = geom.Kg < geom.Cg  # rows are input channels, strips output ones
+        if pixel_major and WEIGHT_CHUNK * max(geom.Kg, geom.Cg) * dtype.itemsize > \
+                PIXEL_ROWS_BYTES:
+            self.transposed = not self.transposed
         self.rows, self.cols = ((geom.Cg, geom.Kg) if self.transposed else (geom.Kg, geom.Cg))
         strip = int(_pointwise_kernels.STRIP[dtype.name]) if self.native else 1
         self.strip = strip
@@ -221,6 +238,33 @@ class _WeightPlan:
             self.scratch_elements(nthreads) * geom.dtype.itemsize
 
 
+def _native_weight_pixels(dy: Array, xs: Array, geom: ConvGeometry, plan: _WeightPlan,
+                          nthreads: int) -> Array:
+    """The (G, Kg, Cg) weight gradient of the contiguous pixel matrices of NHWC ``dy``
+    (pixels, K) and ``xs`` (pixels, C) by the compiled product (``weight_pixels``: the rows
+    operand broadcast where it lies, the other's channels copied into strips, no
+    transposes), partial sums over fixed splits of the batch's pixels added in order."""
+    rows_op, strips_op = (xs, dy) if plan.transposed else (dy, xs)
+    splits = min(plan.splits, -(-dy.shape[0] // WEIGHT_CHUNK))
+    partial = np.empty((splits, geom.groups, plan.rows, plan.padded_cols), geom.dtype)
+    scratch = np.empty(plan.scratch_elements(nthreads), geom.dtype)
+    kernel = _native_kernel("weight_pixels", geom.dtype)
+    assert kernel is not None  # plan.native
+    kernel(rows_op, strips_op, geom.groups, partial, WEIGHT_CHUNK, WEIGHT_GROUP_STRIPS,
+           scratch, nthreads)
+    return _sum_splits(partial, plan)
+
+
+def _sum_splits(partial: Array, plan: _WeightPlan) -> Array:
+    """The (G, Kg, Cg) gradient from partial sums (splits, G, rows, padded columns), added
+    in split order: the same bits at any thread count."""
+    total: Array = partial[0]
+    for part in partial[1:]:
+        total += part
+    grad: Array = total[:, :, :plan.cols]
+    return grad.transpose(0, 2, 1) if plan.transposed else grad
+
+
 def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, plan: _WeightPlan,
                    nthreads: int) -> Array:
     """The (G, Kg, Cg) weight gradient of contiguous NCHW ``dy`` and ``xs`` (the pixels the
@@ -236,11 +280,7 @@ def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, plan: _WeightPlan,
     assert kernel is not None  # plan.native
     kernel(rows_op, strips_op, geom.groups, partial, WEIGHT_CHUNK, WEIGHT_GROUP_STRIPS,
            scratch, nthreads)
-    total: Array = partial[0]
-    for part in partial[1:]:  # in split order: the same bits at any thread count
-        total += part
-    grad: Array = total[:, :, :plan.cols]
-    return grad.transpose(0, 2, 1) if plan.transposed else grad
+    return _sum_splits(partial, plan)
 
 
 def _native_rows_product(flat: Array, mat: Array, out: Array, nthreads: int) -> bool:
@@ -718,6 +758,10 @@ class GemmConvolution(Algorithm):
         if _memory_layout(dy) == "NHWC" and _memory_layout(xs) == "NHWC":
             a = dy.transpose(0, 2, 3, 1).reshape(-1, g.K)
             b = xs.transpose(0, 2, 3, 1).reshape(-1, g.C)
+            plan = _WeightPlan(g, h * wd, pixel_major=True)
+            if plan.native and a.shape[0]:
+                native = _native_weight_pixels(a, b, g, plan, nthreads)
+                return np.ascontiguousarray(native, g.dtype).reshape(g.K, g.Cg, 1, 1)
             step = max(WEIGHT_CHUNK_PIXELS, -(-a.shape[0] // 64))
             pieces = [slice(i, i + step) for i in range(0, a.shape[0], step)]
 
@@ -765,7 +809,7 @@ class GemmConvolution(Algorithm):
         if op == "backward_data":
             full = g.N * g.C * g.H * g.W if self._strided else 0
             return int((g.N * g.C * g.OH * g.OW + full) * item) + native
-        plan = _WeightPlan(g, g.OH * g.OW)
-        if g.layout != "NHWC" and plan.native:
+        plan = _WeightPlan(g, g.OH * g.OW, pixel_major=g.layout == "NHWC")
+        if plan.native:
             return int(sub * item) + plan.workspace_bytes(g, nthreads)
         return int((sub + g.N * g.K * g.Cg) * item)
