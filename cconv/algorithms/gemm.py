@@ -246,9 +246,16 @@ def _native_weight_pixels(dy: Array, xs: Array, geom: ConvGeometry, plan: _Weigh
     transposes), partial sums over fixed splits of the batch's pixels added in order."""
     rows_op, strips_op = (xs, dy) if plan.transposed else (dy, xs)
     splits = min(plan.splits, -(-dy.shape[0] // WEIGHT_CHUNK))
+    return _run_weight("weight_pixels", rows_op, strips_op, geom, plan, splits, nthreads)
+
+
+def _run_weight(name: str, rows_op: Array, strips_op: Array, geom: ConvGeometry,
+                plan: _WeightPlan, splits: int, nthreads: int) -> Array:
+    """Run the compiled weight-gradient kernel ``name`` (``weight`` or ``weight_pixels``)
+    into ``splits`` partial sums and add them up (:func:`_sum_splits`)."""
     partial = np.empty((splits, geom.groups, plan.rows, plan.padded_cols), geom.dtype)
     scratch = np.empty(plan.scratch_elements(nthreads), geom.dtype)
-    kernel = _native_kernel("weight_pixels", geom.dtype)
+    kernel = _native_kernel(name, geom.dtype)
     assert kernel is not None  # plan.native
     kernel(rows_op, strips_op, geom.groups, partial, WEIGHT_CHUNK, WEIGHT_GROUP_STRIPS,
            scratch, nthreads)
@@ -274,13 +281,7 @@ def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, plan: _WeightPlan,
     a = dy.reshape(n, geom.K, h * wd)
     b = xs.reshape(n, geom.C, h * wd)
     rows_op, strips_op = (b, a) if plan.transposed else (a, b)
-    partial = np.empty((plan.splits, geom.groups, plan.rows, plan.padded_cols), geom.dtype)
-    scratch = np.empty(plan.scratch_elements(nthreads), geom.dtype)
-    kernel = _native_kernel("weight", geom.dtype)
-    assert kernel is not None  # plan.native
-    kernel(rows_op, strips_op, geom.groups, partial, WEIGHT_CHUNK, WEIGHT_GROUP_STRIPS,
-           scratch, nthreads)
-    return _sum_splits(partial, plan)
+    return _run_weight("weight", rows_op, strips_op, geom, plan, plan.splits, nthreads)
 
 
 def _native_rows_product(flat: Array, mat: Array, out: Array, nthreads: int) -> bool:
