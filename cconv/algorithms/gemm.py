@@ -224,7 +224,9 @@ class _WeightPlan:
         strip = int(_pointwise_kernels.STRIP[dtype.name]) if self.native else 1
         self.strip = strip
         self.padded_cols = -(-self.cols // strip) * strip
-        chunks = geom.N * -(-pixels // WEIGHT_CHUNK)
+        # reduction chunks: per image of NCHW planes, across the batch of pixel rows
+        chunks = (-(-geom.N * pixels // WEIGHT_CHUNK) if pixel_major
+                  else geom.N * -(-pixels // WEIGHT_CHUNK))
         partial = geom.groups * self.rows * self.padded_cols * dtype.itemsize
         self.splits = max(1, min(chunks, WEIGHT_SPLITS, WEIGHT_PARTIAL_BYTES // max(1, partial)))
 
@@ -245,15 +247,14 @@ def _native_weight_pixels(dy: Array, xs: Array, geom: ConvGeometry, plan: _Weigh
     operand broadcast where it lies, the other's channels copied into strips, no
     transposes), partial sums over fixed splits of the batch's pixels added in order."""
     rows_op, strips_op = (xs, dy) if plan.transposed else (dy, xs)
-    splits = min(plan.splits, -(-dy.shape[0] // WEIGHT_CHUNK))
-    return _run_weight("weight_pixels", rows_op, strips_op, geom, plan, splits, nthreads)
+    return _run_weight("weight_pixels", rows_op, strips_op, geom, plan, nthreads)
 
 
 def _run_weight(name: str, rows_op: Array, strips_op: Array, geom: ConvGeometry,
-                plan: _WeightPlan, splits: int, nthreads: int) -> Array:
+                plan: _WeightPlan, nthreads: int) -> Array:
     """Run the compiled weight-gradient kernel ``name`` (``weight`` or ``weight_pixels``)
-    into ``splits`` partial sums and add them up (:func:`_sum_splits`)."""
-    partial = np.empty((splits, geom.groups, plan.rows, plan.padded_cols), geom.dtype)
+    into the plan's partial sums and add them up (:func:`_sum_splits`)."""
+    partial = np.empty((plan.splits, geom.groups, plan.rows, plan.padded_cols), geom.dtype)
     scratch = np.empty(plan.scratch_elements(nthreads), geom.dtype)
     kernel = _native_kernel(name, geom.dtype)
     assert kernel is not None  # plan.native
@@ -281,7 +282,7 @@ def _native_weight(dy: Array, xs: Array, geom: ConvGeometry, plan: _WeightPlan,
     a = dy.reshape(n, geom.K, h * wd)
     b = xs.reshape(n, geom.C, h * wd)
     rows_op, strips_op = (b, a) if plan.transposed else (a, b)
-    return _run_weight("weight", rows_op, strips_op, geom, plan, plan.splits, nthreads)
+    return _run_weight("weight", rows_op, strips_op, geom, plan, nthreads)
 
 
 def _native_rows_product(flat: Array, mat: Array, out: Array, nthreads: int) -> bool:

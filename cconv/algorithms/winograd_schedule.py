@@ -22,7 +22,7 @@ Glossary (the kernels use the same names):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._simd import winograd as kernels
 
@@ -56,6 +56,18 @@ WEIGHT_JOBS_PER_THREAD = 2
 # Backward-weight input-channel chunk: 128 (not 112, which fills the 14-row GEMM tiles
 # exactly) measured faster on res4 and res5, since each chunk repeats the transform of dy.
 WEIGHT_CHANNEL_CHUNK = 128
+
+
+def _chunk_for_threads(kchunk: int, Kb: int, jobs: Callable[[int], int], per_thread: int,
+                       nthreads: int) -> int:
+    """Output-channel blocks per job on ``nthreads`` threads: ``kchunk``, or fewer (as even
+    as they come) where ``jobs(kchunk)`` is under ``per_thread * nthreads``; ``jobs(Kb)`` is
+    the count with one block per job."""
+    want = per_thread * nthreads
+    if nthreads <= 1 or jobs(kchunk) >= want:
+        return kchunk
+    nkc = min(Kb, -(-want // jobs(Kb)))
+    return -(-Kb // nkc)
 
 
 def padded_channels(Cg: int, vl: int) -> int:
@@ -130,11 +142,8 @@ class TileProblem:
         output element is summed over all channels in the same order whatever the chunk, so
         the results are the same bits at any thread count; smaller chunks repeat the input
         transform of their tile block once per chunk."""
-        want = FORWARD_JOBS_PER_THREAD * nthreads
-        if nthreads <= 1 or self.jobs(self.kchunk) >= want:
-            return self.kchunk
-        nkc = min(self.Kb, -(-want // self.jobs(self.Kb)))
-        return -(-self.Kb // nkc)
+        return _chunk_for_threads(self.kchunk, self.Kb, self.jobs, FORWARD_JOBS_PER_THREAD,
+                                  nthreads)
 
     def packed_input_size(self) -> int:
         """Elements of the zero-padded, channel-blocked input ``[N][G][ncb][Hp][Wp][block]``."""
@@ -223,13 +232,8 @@ class WeightGradientSchedule:
         count: the results stay the same bits.  Smaller chunks repeat the input transform
         of each tile block once per chunk, which only pays where threads would idle.
         """
-        kchunk = self.kchunk
-        want = WEIGHT_JOBS_PER_THREAD * nthreads
-        if nthreads <= 1 or self.jobs(kchunk) >= want:
-            return kchunk
-        per_chunk = self.jobs(self.problem.Kb)  # the jobs of one chunk per group
-        nkc = min(self.problem.Kb, -(-want // per_chunk))
-        return -(-self.problem.Kb // nkc)
+        return _chunk_for_threads(self.kchunk, self.problem.Kb, self.jobs,
+                                  WEIGHT_JOBS_PER_THREAD, nthreads)
 
     def workspace_items(self, nthreads: int) -> int:
         """Elements of scratch one backward-weight call on ``nthreads`` threads uses."""
