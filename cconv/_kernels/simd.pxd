@@ -26,3 +26,16 @@ cdef extern from "simd.h" nogil:
     void vec_double_interleave(vec_double even, vec_double odd, vec_double *low,
                                vec_double *high) noexcept
     void vec_double_transpose(vec_double *r) noexcept
+
+
+cdef extern from *:
+    void __builtin_prefetch(const void *p) noexcept nogil
+
+
+cdef inline void prefetch_lines(const void *start, Py_ssize_t nbytes) noexcept nogil:
+    """Asks for the cache lines of ``nbytes`` from ``start`` ahead of their use (a hint: no
+    fault, even past the end of an array)."""
+    cdef Py_ssize_t i = 0
+    while i < nbytes:
+        __builtin_prefetch(<const char *>start + i)
+        i += 64
