@@ -96,6 +96,13 @@ FEW_CHANNEL_WEIGHT_MEASUREMENTS = (
     ("1x4x1024x1024 -> 4, 5x5", "23.73 / 8.46 / 38.71", "12.55 / 4.49 / 24.23",
      "11.19 / 6.52 / 19.06"),
 )
+# Tried and not kept: the same sums with the pixels in the lanes, the gradient read where it
+# lies (no transpose), a register block of 6 gradient rows x 4 taps (8 x 3 let GCC reload
+# each gradient vector per tap).  AMD EPYC Zen 4 (AVX-512), 1 thread, ms, pixel lanes /
+# this kernel: RGB 8x3x256x256 -> 32 15.90 / 15.28 (15.78 with the gradient 64-byte
+# aligned), 8x4x128x128 -> 128 25.02 / 17.31, 8x3x128x128 -> 64 5x5 22.61 / 21.19: the
+# input's loads at every column offset split across cache lines and cap it near 60% of the
+# FMA peak.
 # The few-channel forward (``FewChannelForward``), output channels in the lanes, two
 # vectors of them per job: one-off loops, AMD EPYC Zen 5 (AVX-512 kernels), float32 NCHW,
 # ms, new / auto before (the direct kernel at a stride, the row kernels at stride 1), 1 and
