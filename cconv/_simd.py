@@ -19,7 +19,8 @@ from ._kernels import _runtime
 
 LEVELS = ("avx512", "avx2", "base")
 # The kernel modules built per level: cconv._kernels.<stem>_<level>.
-TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows", "_pointwise", "_blocked", "_relayout")
+TEMPLATED = ("_tiles", "_winograd", "_depthwise", "_rows", "_pointwise", "_blocked", "_relayout",
+             "_col2im")
 
 
 def available_levels() -> List[str]:
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
     # the type checker sees one of them.
     from ._kernels import (
         _blocked_base,
+        _col2im_base,
         _depthwise_base,
         _pointwise_base,
         _relayout_base,
@@ -90,6 +92,7 @@ if TYPE_CHECKING:
     pointwise = _pointwise_base
     blocked = _blocked_base
     relayout = _relayout_base
+    col2im = _col2im_base
 else:
     tiles = _modules.tiles
     winograd = _modules.winograd
@@ -98,3 +101,4 @@ else:
     pointwise = _modules.pointwise
     blocked = _modules.blocked
     relayout = _modules.relayout
+    col2im = _modules.col2im

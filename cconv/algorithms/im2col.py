@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
+from .._simd import col2im as col2im_kernels
 from .gemm_schedule import Chunk, input_span
 
 if TYPE_CHECKING:
@@ -287,10 +288,18 @@ class ColumnLayout:
 
     def scatter_columns(self, taps: Array, window: Array) -> None:
         """col2im: add every tap's columns onto its strided view of ``window`` (the chunk's
-        part of the zero-padded input gradient), one slice add per tap (taps overlap)."""
+        part of the zero-padded input gradient), taps in order (they overlap).  Channel-major
+        columns go through the compiled loop (``_kernels/_col2im.pyx.tp``; NumPy's add into a
+        strided view copies it out and back per tap), pixel-major ones one slice add per
+        tap."""
         g = self.geom
-        dst = self._grouped(window)
         (sh, sw), (dh, dw) = g.stride, g.dilation
+        if not self.pixel_major and window.strides[3] == window.itemsize:
+            n, _, _, _, _, rows, cols = taps.shape
+            flat = taps.transpose(1, 2, 3, 4, 0, 5, 6).reshape(g.C, g.R, g.S, n, rows, cols)
+            col2im_kernels.scatter_add(flat, window, sh, sw, dh, dw, 1)
+            return
+        dst = self._grouped(window)
         rows, cols = taps.shape[5], taps.shape[6]
         for r in range(g.R):
             rs = slice(r * dh, r * dh + (rows - 1) * sh + 1, sh)
