@@ -288,14 +288,20 @@ class ColumnLayout:
 
     def scatter_columns(self, taps: Array, window: Array) -> None:
         """col2im: add every tap's columns onto its strided view of ``window`` (the chunk's
-        part of the zero-padded input gradient), taps in order (they overlap).  Channel-major
-        columns go through the compiled loop (``_kernels/_col2im.pyx.tp``; NumPy's add into a
-        strided view copies it out and back per tap), pixel-major ones one slice add per
-        tap."""
+        part of the zero-padded input gradient), taps in order (they overlap), through the
+        compiled loops of either orientation (``_kernels/_col2im.pyx.tp``: NumPy's add into a
+        strided view copies it out and back per tap); one slice add per tap for a window
+        whose channels or rows are not contiguous."""
         g = self.geom
         (sh, sw), (dh, dw) = g.stride, g.dilation
+        n, _, _, _, _, rows, cols = taps.shape
+        if self.pixel_major and window.strides[1] == window.itemsize:
+            # the buffer (n, rows, cols, G, R, S, Cg); the window's NHWC storage
+            flat = taps.transpose(0, 5, 6, 1, 3, 4, 2)
+            col2im_kernels.scatter_add_pixels(flat, window.transpose(0, 2, 3, 1), sh, sw, dh,
+                                              dw, 1)
+            return
         if not self.pixel_major and window.strides[3] == window.itemsize:
-            n, _, _, _, _, rows, cols = taps.shape
             flat = taps.transpose(1, 2, 3, 4, 0, 5, 6).reshape(g.C, g.R, g.S, n, rows, cols)
             col2im_kernels.scatter_add(flat, window, sh, sw, dh, dw, 1)
             return

@@ -119,3 +119,67 @@ def test_bad_arguments_are_value_errors(kmods):
         kmods.col2im.scatter_add(cols, dst, 0, 1, 1, 1, 1)
     with pytest.raises(ValueError, match="num_threads"):
         kmods.col2im.scatter_add(cols, dst, 1, 1, 1, 1, 0)
+
+
+# -- pixel-major (channels-last) columns ---------------------------------------------------
+
+
+def _pixel_slice_adds(cols, dst, sh, sw, dh, dw):
+    """NumPy's col2im of pixel-major columns (N, rows, cols, G, R, S, Cg) onto an NHWC
+    window: one slice add per tap, taps in order."""
+    N, rows, ncols, G, R, S, Cg = cols.shape
+    for r in range(R):
+        for s in range(S):
+            dst[:, r * dh:r * dh + (rows - 1) * sh + 1:sh,
+                s * dw:s * dw + (ncols - 1) * sw + 1:sw] += \
+                cols[:, :, :, :, r, s].reshape(N, rows, ncols, G * Cg)
+
+
+def _pixel_reference(cols, dst, sh, sw, dh, dw):
+    out = dst.astype(np.float64)
+    N, rows, ncols, G, R, S, Cg = cols.shape
+    for n, i, j, g, r, s, c in np.ndindex(*cols.shape):
+        out[n, r * dh + i * sh, s * dw + j * sw, g * Cg + c] += cols[n, i, j, g, r, s, c]
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@given(N=st.integers(1, 2), rows=st.integers(1, 5), ncols=st.integers(1, 9),
+       G=st.integers(1, 2), R=st.integers(1, 4), S=st.integers(1, 4),
+       Cg=st.sampled_from([1, 3, 16, 19]), sh=st.integers(1, 3), sw=st.integers(1, 3),
+       dh=st.integers(1, 2), dw=st.integers(1, 2), extra=st.integers(0, 2),
+       seed=st.integers(0, 2**31))
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_pixel_major_matches_reference_and_slice_adds(kmods, dtype, N, rows, ncols, G, R, S,
+                                                      Cg, sh, sw, dh, dw, extra, seed):
+    rng = np.random.default_rng(seed)
+    H = (rows - 1) * sh + (R - 1) * dh + 1 + extra
+    W = (ncols - 1) * sw + (S - 1) * dw + 1 + extra
+    cols = rng.standard_normal((N, rows, ncols, G, R, S, Cg)).astype(dtype)
+    base = rng.standard_normal((N, H + 3, W + 2, G * Cg)).astype(dtype)
+    window = (slice(None), slice(2, H + 2), slice(1, W + 1))
+    got, numpy_adds = base.copy(), base.copy()
+    kmods.col2im.scatter_add_pixels(cols, got[window], sh, sw, dh, dw, 2)
+    _pixel_slice_adds(cols, numpy_adds[window], sh, sw, dh, dw)
+    assert np.array_equal(got, numpy_adds)  # same order of adds; nothing outside touched
+    ref = base.astype(np.float64)
+    ref[window] = _pixel_reference(cols, base[window], sh, sw, dh, dw)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert np.abs(got - ref).max() <= tol * max(1.0, np.abs(ref).max())
+
+
+def test_pixel_major_bad_arguments_are_value_errors(kmods):
+    cols = np.zeros((1, 4, 4, 1, 3, 3, 2), np.float32)
+    dst = np.zeros((1, 6, 6, 2), np.float32)
+    kmods.col2im.scatter_add_pixels(cols, dst, 1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="too small"):
+        kmods.col2im.scatter_add_pixels(cols, dst[:, :, :5], 1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="channels"):
+        kmods.col2im.scatter_add_pixels(cols, np.zeros((1, 6, 6, 3), np.float32),
+                                        1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="contiguous"):
+        kmods.col2im.scatter_add_pixels(cols, np.zeros((1, 6, 6, 4), np.float32)[..., ::2],
+                                        1, 1, 1, 1, 1)
+    with pytest.raises(ValueError, match="positive"):
+        kmods.col2im.scatter_add_pixels(cols, dst, 1, 1, 0, 1, 1)
