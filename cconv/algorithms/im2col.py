@@ -288,27 +288,19 @@ class ColumnLayout:
 
     def scatter_columns(self, taps: Array, window: Array) -> None:
         """col2im: add every tap's columns onto its strided view of ``window`` (the chunk's
-        part of the zero-padded input gradient), taps in order (they overlap), through the
-        compiled loops of either orientation (``_kernels/_col2im.pyx.tp``: NumPy's add into a
-        strided view copies it out and back per tap); one slice add per tap for a window
-        whose channels or rows are not contiguous."""
+        part of the zero-padded input gradient, its rows or pixels' channels contiguous as
+        the buffers here make them), taps in order (they overlap), in a compiled loop
+        (``_kernels/_col2im.pyx.tp``: NumPy's add into a strided view copies it out and back
+        per tap, a quarter of ResNet-50's stem data gradient)."""
         g = self.geom
         (sh, sw), (dh, dw) = g.stride, g.dilation
         n, _, _, _, _, rows, cols = taps.shape
-        if self.pixel_major and window.strides[1] == window.itemsize:
+        if self.pixel_major:
             # the buffer (n, rows, cols, G, R, S, Cg); the window's NHWC storage
-            flat = taps.transpose(0, 5, 6, 1, 3, 4, 2)
-            col2im_kernels.scatter_add_pixels(flat, window.transpose(0, 2, 3, 1), sh, sw, dh,
-                                              dw, 1)
-            return
-        if not self.pixel_major and window.strides[3] == window.itemsize:
-            flat = taps.transpose(1, 2, 3, 4, 0, 5, 6).reshape(g.C, g.R, g.S, n, rows, cols)
-            col2im_kernels.scatter_add(flat, window, sh, sw, dh, dw, 1)
-            return
-        dst = self._grouped(window)
-        rows, cols = taps.shape[5], taps.shape[6]
-        for r in range(g.R):
-            rs = slice(r * dh, r * dh + (rows - 1) * sh + 1, sh)
-            for s in range(g.S):
-                cs = slice(s * dw, s * dw + (cols - 1) * sw + 1, sw)
-                dst[:, :, :, rs, cs] += taps[:, :, :, r, s]
+            col2im_kernels.scatter_add_pixels(taps.transpose(0, 5, 6, 1, 3, 4, 2),
+                                              window.transpose(0, 2, 3, 1), sh, sw, dh, dw, 1)
+        else:
+            # the buffer (G, Cg, R, S, n, rows, cols)
+            col2im_kernels.scatter_add(
+                taps.transpose(1, 2, 3, 4, 0, 5, 6).reshape(g.C, g.R, g.S, n, rows, cols),
+                window, sh, sw, dh, dw, 1)
