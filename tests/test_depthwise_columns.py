@@ -195,3 +195,52 @@ def test_banded_single_channel_planes_match_reference(width, kernel, dilation, m
             first = got
         else:  # the split into bands never changes the arithmetic
             assert np.array_equal(first, got)
+
+
+def _aligned_nan(shape, dtype, offset_bytes):
+    """A NaN-filled array whose data starts ``offset_bytes`` past a 64-byte boundary."""
+    itemsize = np.dtype(dtype).itemsize
+    count = math.prod(shape)
+    raw = np.empty(count + 128 // itemsize, dtype)
+    start = (-raw.ctypes.data % 64 + offset_bytes) // itemsize
+    out = raw[start:start + count].reshape(shape)
+    out[...] = np.nan
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("R, width, offset, beta", [
+    (3, 64, 0, 0.0),    # rows of whole vectors on vector boundaries: non-temporal stores
+    (5, 96, 0, 0.0),
+    (4, 40, 0, 0.0),    # rows not whole vectors (float32): plain stores, same sums
+    (3, 64, 16, 0.0),   # a result off the vector boundary: plain stores
+    (3, 64, 0, 0.5),    # beta reads the result: plain stores
+])
+def test_streamed_results_match_the_plain_ones(monkeypatch, dtype, R, width, offset, beta):
+    # Every result large enough to stream (threshold 0) against none (threshold huge): the
+    # same bits, and the reference; the output starts as NaN so a row the streamed stores
+    # missed shows.
+    rng = np.random.default_rng(R * width + offset)
+    x = rng.standard_normal((2, 3, 9, width)).astype(dtype)
+    w = rng.standard_normal((3, 1, R, 3)).astype(dtype)
+    bias = rng.standard_normal(3).astype(dtype)
+    y0 = rng.standard_normal((2, 3, 9, width)).astype(dtype)
+    pads = (((R - 1) // 2, R // 2), (1, 1))
+    kw = dict(padding=pads, groups=3, algo="depthwise", bias=bias)
+    results = []
+    for threshold in (1 << 62, 0):
+        monkeypatch.setattr(depthwise, "STREAM_RESULT_BYTES", threshold)
+        out = _aligned_nan(y0.shape, dtype, offset)
+        if beta:
+            out[...] = y0
+        for nthreads in (1, 3):
+            if beta:
+                out[...] = y0
+            cconv.conv2d(x, w, out=out, alpha=2.0, beta=beta, num_threads=nthreads, **kw)
+            results.append(out.copy())
+    want = 2.0 * ref_conv2d(x, w, bias, pads=pads, groups=3)
+    if beta:
+        want = want + beta * y0
+    for got in results:
+        assert_close(got, want, dtype)
+    assert all(np.array_equal(results[0], r) for r in results[1:])
