@@ -81,7 +81,6 @@ Taps = npt.NDArray[np.int64]
 # images of 512x512 5x5 1.38x / 1.35x; MobileNetV2-like 8x144x112x112 3x3 depthwise 1.27x /
 # 1.30x.
 STREAM_RESULT_BYTES = 16 << 20
-_STREAM = True  # (a switch for interleaved measurements)
 
 # Backward-weight NHWC: split the batch's output rows into this many jobs (fewer when there
 # are fewer rows); the split depends on the shape only (deterministic results).
@@ -504,7 +503,7 @@ class DepthwiseConvolution(Algorithm):
 
         def kernel(out: Array, a: float, b: float) -> None:
             if stream_large:
-                options["stream"] = _STREAM and out.nbytes >= STREAM_RESULT_BYTES
+                options["stream"] = out.nbytes >= STREAM_RESULT_BYTES
             run(src, w, out, bias, tap_off, *layout, a, b, scratch, nthreads, *extra, **options)
 
         compute_into(dst, alpha, beta, kernel, nthreads)
