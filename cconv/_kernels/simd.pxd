@@ -39,3 +39,24 @@ cdef inline void prefetch_lines(const void *start, Py_ssize_t nbytes) noexcept n
     while i < nbytes:
         __builtin_prefetch(<const char *>start + i)
         i += 64
+
+
+# A kernel that computes from a buffer filled from memory can ask, while it computes, for
+# what its thread reads next: a few lines per step of its work (``ask_ahead``), spread over
+# all of it (``ahead_step``), rather than all at once (which the hardware drops or queues
+# behind).
+cdef inline Py_ssize_t ahead_step(Py_ssize_t ahead_bytes, Py_ssize_t steps) noexcept nogil:
+    """Bytes (whole cache lines) to ask for per step so that ``ahead_bytes`` are asked for
+    over ``steps`` steps."""
+    if steps <= 0:
+        return ahead_bytes
+    return (ahead_bytes + steps * 64 - 1) // (steps * 64) * 64
+
+
+cdef inline Py_ssize_t ask_ahead(const char *ahead, Py_ssize_t ahead_bytes, Py_ssize_t fetched,
+                                 Py_ssize_t per_step) noexcept nogil:
+    """Asks for the next ``per_step`` bytes of ``ahead`` after the ``fetched`` asked for
+    already (none past ``ahead_bytes``); returns the new count."""
+    if fetched < ahead_bytes:
+        prefetch_lines(ahead + fetched, min(per_step, ahead_bytes - fetched))
+    return fetched + per_step
