@@ -460,7 +460,7 @@ def test_nchw_weight_gradient_in_tap_passes_on_any_thread_count(R, S, groups, cg
 def test_nhwc_forward_rows_in_pixel_pairs(stride, dilation, pads, channels):
     """The NHWC forward's interior pixels go through the 3-D kernel's row (a one-deep
     volume): in blocks of ``NHWC_BLOCK`` pixels where the kernel has them (3-wide filter,
-    stride and dilation 1 along the row) and the rest two at a time: whole 4-vector
+    stride 1 or 2 and dilation 1 along the row) and the rest two at a time: whole 4-vector
     channel blocks, single vectors and a scalar tail, with edges, strides, dilation, bias
     and alpha / beta, against the reference."""
     rng = np.random.default_rng(channels)

@@ -6,9 +6,10 @@ enough interior blocks starts its blocks' channel vectors on the input's cache l
 last vector of a pixel runs into the next pixel, with the weights and bias rotated to
 match, and the rows' first and last blocks unrotated.  The result must not depend on where
 the input starts (NumPy puts large arrays 16 bytes past a line), nor on the row order:
-3-D rows go in bands through the depth, and inputs taken as streamed from memory go one
-channel vector at a time through the blocks (3-D rows prefetching the next depth's row).
-Every other build runs the same tests on its own kernels."""
+3-D rows go in bands through the depth (prefetching the next depth's row where the input is
+taken as streamed from memory), 2-D rows in bands of ``ROW_BAND`` (each row asking for the
+input rows the next one reads first).  Every other build runs the same tests on its own
+kernels."""
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def _forward(x, w, b, rank, **kw):
     return cconv.conv3d(x, w, b, groups=C, layout="NDHWC", weight_layout="DHWIO", **kw)
 
 
-def _reference(x, w, b, rank, pads):
+def _reference(x, w, b, rank, pads, stride=1):
     """float64 channels-first reference of the channels-last operands, back channels last."""
     C = x.shape[-1]
     xc = np.moveaxis(x.astype(np.float64), -1, 1)
@@ -51,7 +52,7 @@ def _reference(x, w, b, rank, pads):
     wc = np.moveaxis(wc, -1, 1)
     padded = np.pad(xc, ((0, 0), (0, 0)) + tuple(pads))
     if rank == 2:
-        y = ref_conv2d(padded, wc, groups=C)
+        y = ref_conv2d(padded, wc, stride=(1, stride), groups=C)
     else:
         y = ref_conv(padded, wc, groups=C)
     y = y + b.astype(np.float64).reshape((1, C) + (1,) * rank)
@@ -109,9 +110,9 @@ def test_accumulating_into_out_and_misaligned_output(rank, size, channels):
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_row_orders_give_the_same_bits(monkeypatch, threads):
-    """3-D rows in bands of any height through the depth, the input taken as streamed (one
-    channel vector at a time, the next depth's row prefetched) or cached (four vectors
-    together): the same bits as plain row order, on any thread count."""
+    """3-D rows in bands of any height through the depth, the input taken as streamed (the
+    next depth's row prefetched) or cached: the same bits as plain row order, on any thread
+    count."""
     rng = np.random.default_rng(threads)
     x = _at_offset(rng.standard_normal((2, 5, 11, 24, 64)).astype(np.float32), 4)
     w = rng.standard_normal((3, 3, 3, 1, 64)).astype(np.float32)
@@ -131,14 +132,40 @@ def test_row_orders_give_the_same_bits(monkeypatch, threads):
         assert np.array_equal(y, first), key
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_2d_row_bands_give_the_same_bits(monkeypatch, threads, stride):
+    """2-D rows in bands of one row, a few (the last band short, bands across images) or
+    the whole image: each row, whichever band and thread computes it, is the reference's,
+    bit for bit the same as one row a job."""
+    rng = np.random.default_rng(10 * threads + stride)
+    x = _at_offset(rng.standard_normal((3, 13, 30, 48)).astype(np.float32), 4)
+    w = rng.standard_normal((3, 3, 1, 48)).astype(np.float32)
+    b = rng.standard_normal(48).astype(np.float32)
+    pads = [(1, 2), (1, 1)]
+    padded = np.pad(x.astype(np.float64), ((0, 0), (1, 2), (1, 1), (0, 0)))
+    want = sum(padded[:, r:r + stride * ((13 + 3 - 3) // stride) + 1:stride,
+                      s:s + stride * ((30 + 2 - 3) // stride) + 1:stride]
+               * w[r, s, 0].astype(np.float64) for r in range(3) for s in range(3)) + b
+    got = {}
+    for band in (1, 4, 5, 1 << 20):
+        monkeypatch.setattr(_simd.depthwise, "ROW_BAND", band)
+        got[band] = _forward(x, w, b, 2, stride=stride, padding=pads, num_threads=threads)
+    assert got[1].shape == want.shape
+    assert_close(got[1], want, np.float32, what="row bands")
+    for band, y in got.items():
+        assert np.array_equal(y, got[1]), band
+
+
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 2), h=st.integers(1, 6), w=st.integers(1, 40),
        vectors=st.integers(1, 5), extra=st.sampled_from([0, 0, 0, 3]),
        pads=st.lists(st.integers(0, 2), min_size=4, max_size=4),
-       offset=st.integers(0, 15), seed=st.integers(0, 2**16))
-def test_random_rows_match_reference(n, h, w, vectors, extra, pads, offset, seed):
-    """Any row width and padding (so any split into edge pixels, blocks and pairs), any
-    start within a line, channel counts on and off a whole number of vectors."""
+       offset=st.integers(0, 15), stride=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
+def test_random_rows_match_reference(n, h, w, vectors, extra, pads, offset, stride, seed):
+    """Any row width, padding and column stride 1 or 2 (so any split into edge pixels,
+    blocks and pairs), any start within a line, channel counts on and off a whole number
+    of vectors."""
     channels = 16 * vectors + extra
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, h, w, channels)).astype(np.float32)
@@ -146,7 +173,8 @@ def test_random_rows_match_reference(n, h, w, vectors, extra, pads, offset, seed
     b = rng.standard_normal(channels).astype(np.float32)
     padding = ((pads[0], pads[1]), (pads[2], pads[3]))
     assume(h + pads[0] + pads[1] >= 3 and w + pads[2] + pads[3] >= 3)  # an output
-    want = _reference(x, wt, b, 2, list(padding))
-    got = _forward(_at_offset(x, offset), wt, b, 2, padding=padding)
+    want = _reference(x, wt, b, 2, list(padding), stride=stride)
+    got = _forward(_at_offset(x, offset), wt, b, 2, padding=padding, stride=(1, stride))
     assert_close(got, want, np.float32, what="random rows")
-    assert np.array_equal(got, _forward(_at_offset(x, 0), wt, b, 2, padding=padding))
+    assert np.array_equal(got, _forward(_at_offset(x, 0), wt, b, 2, padding=padding,
+                                        stride=(1, stride)))
