@@ -383,7 +383,12 @@ def few_channel_weights(geom: ConvGeometry) -> bool:
 
 def vector_length(geom: ConvGeometry) -> int:
     """Channels per vector of the kernels for ``geom``'s dtype."""
-    return int(kernels.VECTOR_LENGTH[geom.dtype.name])
+    return _VECTOR_LENGTH[geom.dtype]
+
+
+# keyed by the dtype itself: ``dtype.name`` is computed in Python on every access (a tenth of
+# a tiny call's time went to it)
+_VECTOR_LENGTH = {np.dtype(name): int(lanes) for name, lanes in kernels.VECTOR_LENGTH.items()}
 
 
 def _frozen(values: Any) -> Table:
