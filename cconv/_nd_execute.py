@@ -416,6 +416,45 @@ def depthwise_forward_ndhwc(geom: NdGeometry, x: Array, weight: Array, bias: Opt
     return sink.finish()
 
 
+def depthwise_backward_data_ndhwc(geom: NdGeometry, dy: Array, weight: Array,
+                                  out: Optional[Array], alpha: float, beta: float,
+                                  result_dtype: np.dtype[Any], algo: str,
+                                  nthreads: int) -> Optional[Array]:
+    """The data gradient of a 3-D depthwise convolution (one output channel per input
+    channel) at stride 1 in NDHWC with zero padding, as the forward kernel of
+    :func:`depthwise_forward_ndhwc`: the correlation of the output gradient with the
+    weight flipped along every axis, begin padding ``dilation * (kernel - 1) - begin`` (taps
+    past the gradient's end read nothing, as the end padding's zeros would); None where
+    that does not apply (the tap loop runs it).
+
+    The tap loop makes one 2-D data gradient per depth tap, each adding into the whole
+    result.  Against it (AMD EPYC Zen 4, AVX-512, float32, 2x16x56x56, 64 channels, 3x3x3,
+    padding 1, interleaved, 1 / 2 threads): 19.9 / 11.2 ms -> 8.8 / 4.6 ms."""
+    if geom.rank != 3 or geom.layout != "NDHWC" or geom.padding_mode != "zeros":
+        return None
+    C, K = geom.input_shape()[-1], geom.output_shape()[-1]
+    if algo not in ("auto", "depthwise") or not geom.groups == C == K:
+        return None
+    begin = tuple(d * (k - 1) - lo for d, k, (lo, _) in zip(geom.dilation, geom.kernel,
+                                                            geom.pads))
+    if any(s != 1 for s in geom.stride) or min(begin) < 0:
+        return None
+    from ._simd import depthwise as kernels
+    w = _compute(weight, geom)
+    if not np.isfinite(w).all():
+        return None  # the kernel skips taps in the padding: 0 * Inf must give NaN there
+    dya = np.ascontiguousarray(_compute(dy, geom))
+    # (K, 1, kD, R, S) or (kD, R, S, 1, K) -> (kD, R, S, C), flipped along the three axes
+    wt = _workspace.aligned_empty(tuple(geom.kernel) + (C,), geom.dtype)
+    taps = w[..., 0, :] if channels_last(geom.weight_layout) else np.moveaxis(w[:, 0], 0, -1)
+    wt[...] = taps[::-1, ::-1, ::-1]
+    sink = Sink(out, geom.input_shape(), True, geom.dtype, result_dtype, beta, (dy, weight))
+    lists = np.empty((nthreads, 4 * int(np.prod(geom.kernel))), np.int64)
+    kernels.forward_ndhwc(dya, wt, sink.array, np.zeros(0, geom.dtype), (1, 1, 1),
+                          geom.dilation, begin, alpha, sink.beta0, lists, nthreads)
+    return sink.finish()
+
+
 # Where ``algo="auto"`` runs the folded kernels instead of the depth-tap loop: unless the
 # tap loop's 2-D calls run BLAS (unpadded 1x1 slices) or Winograd with at least this many
 # channels per group on both sides.  Measured (AMD EPYC Zen 4, AVX-512, float32, forward,

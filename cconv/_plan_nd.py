@@ -19,9 +19,10 @@ from . import _geometry as _geometry_module
 from . import _plan as _plan_module
 from . import _threads as _threads_module
 from . import algorithms as _algorithms_module
-from ._nd_execute import (depthwise_forward_ndhwc, drop, folded_backward_data, folded_forward,
-                          folds_depth, gather, keywords_2d, layout_2d, lift, lift_shape, reduce,
-                          scatter, tap_geometry_2d, tap_spans, weight_tap)
+from ._nd_execute import (depthwise_backward_data_ndhwc, depthwise_forward_ndhwc, drop,
+                          folded_backward_data, folded_forward, folds_depth, gather,
+                          keywords_2d, layout_2d, lift, lift_shape, reduce, scatter,
+                          tap_geometry_2d, tap_spans, weight_tap)
 from ._nd_geometry import LAYOUTS, WEIGHT_LAYOUTS, NdGeometry, make_nd_geometry, to_layout
 
 # cconv's 2-D modules carry no type hints: Any-typed aliases keep ``mypy --strict`` quiet.
@@ -368,6 +369,10 @@ class Conv3dPlan(_NdPlan):
             ("grad_out", grad_out, g.output_shape(), "output shape"),
             ("weight", weight, g.weight_shape(), "weight shape"), g.input_shape(), out, alpha,
             beta, num_threads)
+        fast = depthwise_backward_data_ndhwc(geom, dy, w, out, alpha, beta, result_dtype,
+                                             self._algo, nthreads)  # as cconv.conv3d does
+        if fast is not None:
+            return fast
         if folds_depth(geom, self._algo, "backward_data"):
             folded = folded_backward_data(geom, dy, w, out, alpha, beta, result_dtype,
                                           nthreads)

@@ -22,9 +22,9 @@ from . import _geometry as _geometry_module
 from . import _threads as _threads_module
 from . import algorithms as _algorithms_module
 from . import functional as _functional_module
-from ._nd_execute import (FunctionalOps, depthwise_forward_ndhwc, drop, folded_backward_data,
-                          folded_forward, folds_depth, gather, keywords_2d, lift, lift_shape,
-                          reduce, scatter, tap_geometry_2d)
+from ._nd_execute import (FunctionalOps, depthwise_backward_data_ndhwc, depthwise_forward_ndhwc,
+                          drop, folded_backward_data, folded_forward, folds_depth, gather,
+                          keywords_2d, lift, lift_shape, reduce, scatter, tap_geometry_2d)
 from ._nd_geometry import (LAYOUTS, NdGeometry, check_grad_out, check_shape,
                            check_transpose_grad_out, make_nd_geometry,
                            make_nd_transpose_geometry)
@@ -137,6 +137,10 @@ def _conv_backward_data(rank: int, grad_out: Any, weight: Any, input_shape: Any,
                                      out=lift(out, lay), alpha=alpha, beta=beta, algo=algo,
                                      num_threads=nthreads, **keywords_2d(geom))
         return _lifted(r, out, lay)
+    fast = depthwise_backward_data_ndhwc(geom, dy, w, out, alpha, beta, result_dtype, algo,
+                                         nthreads)
+    if fast is not None:
+        return fast
     if folds_depth(geom, algo, "backward_data"):
         folded = folded_backward_data(geom, dy, w, out, alpha, beta, result_dtype, nthreads)
         if folded is not None:

@@ -496,6 +496,73 @@ def test_plan_conv3d_runs_the_depthwise_ndhwc_kernel_too(ndhwc_calls):
                  dtype=np.float64)
 
 
+# -- depthwise NDHWC data gradient at stride 1: the forward kernel, weights flipped --------------
+
+@pytest.mark.parametrize("case", [c for c in DEPTHWISE_3D_CASES if c[4] == (1, 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_depthwise_ndhwc_data_gradient_runs_the_forward_kernel(case, dtype, ndhwc_calls):
+    """At stride 1 the data gradient is the correlation of the output gradient with the
+    flipped weight (begin padding ``dilation * (kernel - 1) - begin``): one kernel call, the
+    reference's numbers, with out / alpha / beta, both weight layouts and the fused
+    backward and the plan."""
+    N, C, spatial, kernel, stride, dilation, pads = case
+    w = rand(C, 1, *kernel)
+    shape = (N, C) + spatial
+    out_sizes = [s + lo + hi - d * (k - 1)
+                 for s, (lo, hi), d, k in zip(spatial, pads, dilation, kernel)]
+    gy = rand(N, C, *out_sizes)
+    ref = ref_backward_data(gy, w, shape, stride, pads, dilation, C)
+    gyl = np.ascontiguousarray(to_channels_last(gy)).astype(dtype)
+    shape_l = (N,) + spatial + (C,)
+    kw = dict(padding=pads, dilation=dilation, groups=C, layout="NDHWC")
+    got = cconv.conv3d_backward_data(gyl, w.astype(dtype), shape_l, **kw)
+    assert len(ndhwc_calls) == 1
+    assert got.dtype == dtype
+    assert_close(np.moveaxis(got, -1, 1), ref, dtype=dtype)
+    out = np.ascontiguousarray(to_channels_last(rand(*shape))).astype(dtype)
+    start = np.moveaxis(out.astype(np.float64), -1, 1)
+    r = cconv.conv3d_backward_data(gyl, np.ascontiguousarray(weight_to_last(w)).astype(dtype),
+                                   shape_l, weight_layout="DHWIO", out=out, alpha=-0.5,
+                                   beta=0.25, **kw)
+    assert r is out
+    assert_close(np.moveaxis(out, -1, 1), -0.5 * ref + 0.25 * start, dtype=dtype)
+    xl = np.ascontiguousarray(to_channels_last(rand(*shape))).astype(dtype)
+    dx, _, _ = cconv.conv3d_backward(gyl, xl, w.astype(dtype), need="data", **kw)
+    assert np.array_equal(dx, got)
+    plan = cconv.plan_conv3d(shape_l, w.shape, dtype=dtype, **kw)
+    assert np.array_equal(plan.backward_data(gyl, w.astype(dtype)), got)
+    assert len(ndhwc_calls) == 4
+
+
+@pytest.mark.parametrize("kw", [
+    dict(stride=(1, 1, 2)),                             # a stride: the tap loop
+    dict(padding=((3, 1), (1, 1), (1, 1))),             # more begin padding than taps reach
+    dict(padding=((1, 1), (1, 1), (0, 6)), dilation=2),  # end padding past the taps: kernel
+    dict(padding_mode="circular"),
+    dict(algo="direct"),
+])
+def test_depthwise_ndhwc_data_gradient_elsewhere_matches_the_reference(kw, ndhwc_calls):
+    """Shapes the flipped forward does not take go to the tap loop; end padding beyond the
+    taps' reach is the kernel's (those taps read nothing): every one the reference's."""
+    kw = dict(dict(padding=1, dilation=1, stride=1), **kw)
+    x_shape = (2, 5, 4, 6, 7)
+    w = rand(5, 1, 3, 3, 3)
+    y = cconv.conv3d(rand(*x_shape), w, groups=5, **kw)  # the output size
+    gy = rand(*y.shape)
+    mode = kw.pop("padding_mode", "zeros")
+    algo = kw.pop("algo", "auto")
+    pads = kw["padding"] if isinstance(kw["padding"], tuple) else ((1, 1),) * 3
+    ref = ref_backward_data(gy, w, x_shape, kw["stride"], pads, kw["dilation"], 5, mode=mode)
+    shape_l = (x_shape[0],) + x_shape[2:] + (x_shape[1],)
+    del ndhwc_calls[:]
+    got = cconv.conv3d_backward_data(np.ascontiguousarray(to_channels_last(gy)), w, shape_l,
+                                     groups=5, layout="NDHWC", padding_mode=mode, algo=algo,
+                                     **kw)
+    assert_close(np.moveaxis(got, -1, 1), ref, dtype=np.float64)
+    on_kernel = "dilation" in kw and kw["dilation"] == 2
+    assert len(ndhwc_calls) == int(on_kernel)
+
+
 @pytest.mark.parametrize("bad", [np.inf, np.nan])
 @pytest.mark.parametrize("layout, weight_layout, groups, stride, dilation", [
     ("NDHWC", "OIDHW", 4, 1, 1),   # the one-kernel depthwise path must step aside
