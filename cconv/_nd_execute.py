@@ -393,27 +393,11 @@ def depthwise_forward_ndhwc(geom: NdGeometry, x: Array, weight: Array, bias: Opt
 
     The tap loop makes one 2-D call per depth tap, each reading and writing the whole
     output: on a memory-bound depthwise layer three times the traffic of one pass."""
-    if geom.rank != 3 or geom.layout != "NDHWC" or geom.padding_mode != "zeros":
+    if not _depthwise_ndhwc(geom, algo):
         return None
-    C, K = geom.input_shape()[-1], geom.output_shape()[-1]
-    if algo not in ("auto", "depthwise") or not geom.groups == C == K:
-        return None
-    from ._simd import depthwise as kernels
-    w = _compute(weight, geom)
-    if not np.isfinite(w).all():
-        return None  # the kernel skips taps in the padding: 0 * Inf must give NaN there
-    xa = np.ascontiguousarray(_compute(x, geom))
-    # (K, 1, kD, R, S) or (kD, R, S, 1, K) -> (kD, R, S, C)
-    wt = _workspace.aligned_empty(tuple(geom.kernel) + (C,), geom.dtype)
-    wt[...] = w[..., 0, :] if channels_last(geom.weight_layout) else np.moveaxis(w[:, 0], 0, -1)
-    b = _compute(bias, geom) if bias is not None else np.zeros(0, geom.dtype)
-    # NDHWC is its own depth-major order: the sink holds the result in place when it can
-    sink = Sink(out, geom.output_shape(), True, geom.dtype, result_dtype, beta,
-                (x, weight, bias))
-    taps = np.empty((nthreads, 4 * int(np.prod(geom.kernel))), np.int64)
-    kernels.forward_ndhwc(xa, wt, sink.array, b, geom.stride, geom.dilation,
-                          tuple(lo for lo, _ in geom.pads), alpha, sink.beta0, taps, nthreads)
-    return sink.finish()
+    return _depthwise_ndhwc_kernel(geom, x, weight, False, bias, geom.output_shape(),
+                                   geom.stride, tuple(lo for lo, _ in geom.pads), out, alpha,
+                                   beta, result_dtype, (x, weight, bias), nthreads)
 
 
 def depthwise_backward_data_ndhwc(geom: NdGeometry, dy: Array, weight: Array,
@@ -430,28 +414,49 @@ def depthwise_backward_data_ndhwc(geom: NdGeometry, dy: Array, weight: Array,
     The tap loop makes one 2-D data gradient per depth tap, each adding into the whole
     result.  Against it (AMD EPYC Zen 4, AVX-512, float32, 2x16x56x56, 64 channels, 3x3x3,
     padding 1, interleaved, 1 / 2 threads): 19.9 / 11.2 ms -> 8.8 / 4.6 ms."""
-    if geom.rank != 3 or geom.layout != "NDHWC" or geom.padding_mode != "zeros":
-        return None
-    C, K = geom.input_shape()[-1], geom.output_shape()[-1]
-    if algo not in ("auto", "depthwise") or not geom.groups == C == K:
-        return None
     begin = tuple(d * (k - 1) - lo for d, k, (lo, _) in zip(geom.dilation, geom.kernel,
                                                             geom.pads))
-    if any(s != 1 for s in geom.stride) or min(begin) < 0:
+    if (not _depthwise_ndhwc(geom, algo) or any(s != 1 for s in geom.stride)
+            or min(begin) < 0):
         return None
+    return _depthwise_ndhwc_kernel(geom, dy, weight, True, None, geom.input_shape(),
+                                   (1, 1, 1), begin, out, alpha, beta, result_dtype,
+                                   (dy, weight), nthreads)
+
+
+def _depthwise_ndhwc(geom: NdGeometry, algo: str) -> bool:
+    """Whether the 3-D depthwise kernel takes ``geom``: NDHWC, zero padding, one output
+    channel per input channel, ``algo`` "auto" or "depthwise"."""
+    if geom.rank != 3 or geom.layout != "NDHWC" or geom.padding_mode != "zeros":
+        return False
+    C, K = geom.input_shape()[-1], geom.output_shape()[-1]
+    return algo in ("auto", "depthwise") and geom.groups == C == K
+
+
+def _depthwise_ndhwc_kernel(geom: NdGeometry, src: Array, weight: Array, flip: bool,
+                            bias: Optional[Array], shape: Tuple[int, ...],
+                            stride: Tuple[int, ...], begin: Tuple[int, ...],
+                            out: Optional[Array], alpha: float, beta: float,
+                            result_dtype: np.dtype[Any], reads: Sequence[Optional[Array]],
+                            nthreads: int) -> Optional[Array]:
+    """``_depthwise.forward_ndhwc`` of ``src`` with the weight (flipped along every axis
+    where ``flip``) into a result of ``shape``; None for a non-finite weight."""
     from ._simd import depthwise as kernels
     w = _compute(weight, geom)
     if not np.isfinite(w).all():
         return None  # the kernel skips taps in the padding: 0 * Inf must give NaN there
-    dya = np.ascontiguousarray(_compute(dy, geom))
-    # (K, 1, kD, R, S) or (kD, R, S, 1, K) -> (kD, R, S, C), flipped along the three axes
+    src = np.ascontiguousarray(_compute(src, geom))
+    C = geom.input_shape()[-1]
+    # (K, 1, kD, R, S) or (kD, R, S, 1, K) -> (kD, R, S, C)
     wt = _workspace.aligned_empty(tuple(geom.kernel) + (C,), geom.dtype)
     taps = w[..., 0, :] if channels_last(geom.weight_layout) else np.moveaxis(w[:, 0], 0, -1)
-    wt[...] = taps[::-1, ::-1, ::-1]
-    sink = Sink(out, geom.input_shape(), True, geom.dtype, result_dtype, beta, (dy, weight))
+    wt[...] = taps[::-1, ::-1, ::-1] if flip else taps
+    b = _compute(bias, geom) if bias is not None else np.zeros(0, geom.dtype)
+    # NDHWC is its own depth-major order: the sink holds the result in place when it can
+    sink = Sink(out, shape, True, geom.dtype, result_dtype, beta, reads)
     lists = np.empty((nthreads, 4 * int(np.prod(geom.kernel))), np.int64)
-    kernels.forward_ndhwc(dya, wt, sink.array, np.zeros(0, geom.dtype), (1, 1, 1),
-                          geom.dilation, begin, alpha, sink.beta0, lists, nthreads)
+    kernels.forward_ndhwc(src, wt, sink.array, b, stride, geom.dilation, begin, alpha,
+                          sink.beta0, lists, nthreads)
     return sink.finish()
 
 
