@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import cconv
 from cconv import _simd
 from support.checks import assert_close
-from support.reference import ref_conv2d
+from support.reference import ref_backward_data, ref_conv2d
 from support.reference_nd import ref_conv
 
 LINE = 64
@@ -178,3 +178,45 @@ def test_random_rows_match_reference(n, h, w, vectors, extra, pads, offset, stri
     assert_close(got, want, np.float32, what="random rows")
     assert np.array_equal(got, _forward(_at_offset(x, 0), wt, b, 2, padding=padding,
                                         stride=(1, stride)))
+
+
+@pytest.mark.parametrize("dilation, pads, on_rows", [
+    ((1, 1), ((1, 1), (1, 1)), True),
+    ((2, 1), ((0, 3), (2, 0)), True),    # asymmetric, dilated rows
+    ((1, 2), ((2, 1), (1, 4)), True),    # end padding past the taps: rows write less
+    ((1, 1), ((3, 0), (1, 1)), False),   # more begin padding than the taps reach: gather
+])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_2d_data_gradient_at_stride_1_runs_the_forward_rows(monkeypatch, dilation, pads,
+                                                            on_rows, threads):
+    """The NHWC depthwise data gradient at stride 1 is the forward rows on the flipped
+    weight (begin padding ``dilation * (kernel - 1) - begin``): the reference's values with
+    out / alpha / beta, and as ``conv_transpose2d`` (its forward, with a bias)."""
+    calls = []
+    module = _simd.depthwise
+    real = module.forward_nhwc
+    monkeypatch.setattr(module, "forward_nhwc",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    rng = np.random.default_rng(threads + 10 * dilation[0])
+    n, h, w, c = 2, 9, 30, 48
+    wt = rng.standard_normal((3, 3, 1, c)).astype(np.float32)
+    oh = h + sum(pads[0]) - 2 * dilation[0]
+    ow = w + sum(pads[1]) - 2 * dilation[1]
+    gy = rng.standard_normal((n, oh, ow, c)).astype(np.float32)
+    w_oihw = np.moveaxis(wt.astype(np.float64), -1, 0).transpose(0, 3, 1, 2)
+    want = np.moveaxis(ref_backward_data(np.moveaxis(gy, -1, 1), w_oihw, (n, c, h, w),
+                                         pads=pads, dilation=dilation, groups=c), 1, -1)
+    kw = dict(padding=pads, dilation=dilation, groups=c, layout="NHWC",
+              weight_layout="HWIO", algo="depthwise", num_threads=threads)
+    got = cconv.conv2d_backward_data(gy, wt, (n, h, w, c), **kw)
+    assert len(calls) == int(on_rows)
+    assert_close(got, want, np.float32, what="data gradient")
+    out = _at_offset(rng.standard_normal(want.shape).astype(np.float32), 3)
+    start = out.astype(np.float64)
+    assert cconv.conv2d_backward_data(gy, wt, (n, h, w, c), out=out, alpha=0.5, beta=-2.0,
+                                      **kw) is out
+    assert_close(out, 0.5 * want - 2.0 * start, np.float32, what="out, alpha, beta")
+    b = rng.standard_normal(c).astype(np.float32)
+    up = cconv.conv_transpose2d(gy, wt, b, output_shape=(n, h, w, c), **kw)
+    assert_close(up, want + b, np.float32, what="conv_transpose2d")
+    assert len(calls) == 3 * int(on_rows)
