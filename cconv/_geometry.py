@@ -152,6 +152,15 @@ def conv_output_size(size: int, kernel: int, stride: int, dilation: int, pad_beg
     return (size + pad_begin + pad_end - dilation * (kernel - 1) - 1) // stride + 1
 
 
+def flipped_pads(kernel: Sequence[int], dilation: Sequence[int],
+                 pads: Sequence[Pair]) -> Tuple[Pair, ...]:
+    """Per axis, the padding under which a unit-stride output gradient correlated with the
+    flipped weight is the data gradient: ``dilation * (kernel - 1)`` less each side's
+    padding (negative where that side's padding lies beyond the taps' reach)."""
+    return tuple((d * (k - 1) - lo, d * (k - 1) - hi)
+                 for k, d, (lo, hi) in zip(kernel, dilation, pads))
+
+
 def transpose_output_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int,
                           pad_end: int) -> int:
     """Output length of a transposed convolution along one axis, before output padding:

@@ -62,6 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _boundary, _relayout, _workspace
+from .._geometry import flipped_pads
 from .._simd import depthwise as kernels
 from . import depthwise_blocked as blocked
 from .base import OPS, Algorithm, compute_into, memory_layout
@@ -609,8 +610,7 @@ class DepthwiseConvolution(Algorithm):
             # at stride 1, the forward rows on the flipped weight (begin padding
             # dilation * (kernel - 1) - begin; taps past dy's end read nothing, as the
             # scatter over existing outputs has it): see FLIPPED_FORWARD_MEASUREMENTS
-            begin = (g.dilation[0] * (g.R - 1) - g.pads[0][0],
-                     g.dilation[1] * (g.S - 1) - g.pads[1][0])
+            begin = tuple(lo for lo, _ in flipped_pads((g.R, g.S), g.dilation, g.pads))
             if g.stride == (1, 1) and min(begin) >= 0:
                 kernels.forward_nhwc(dy.transpose(0, 2, 3, 1), self._tap_major_weight(w, True),
                                      dx.transpose(0, 2, 3, 1), b, 1, 1, g.dilation[0],

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _workspace
+from .._geometry import flipped_pads
 from .._kernels import _layout
 from .._nd_geometry import NdGeometry, channels_last
 from .._simd import tiles
@@ -209,8 +210,7 @@ def backward_data_geometry(geom: NdGeometry) -> Optional[NdGeometry]:
     (stride above 1, or padding beyond ``(k-1)*d`` on a side)."""
     if any(s != 1 for s in geom.stride):
         return None
-    pads = tuple(((k - 1) * d - lo, (k - 1) * d - hi)
-                 for k, d, (lo, hi) in zip(geom.kernel, geom.dilation, geom.pads))
+    pads = flipped_pads(geom.kernel, geom.dilation, geom.pads)
     if any(lo < 0 or hi < 0 for lo, hi in pads):
         return None
     return dataclasses.replace(geom, C=geom.K, K=geom.C, spatial=geom.out_spatial,
