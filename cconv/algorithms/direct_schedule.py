@@ -71,6 +71,22 @@ MAX_CHANNEL_BLOCK = 16
 # Backward-weight splits its reduction until about this many jobs exist.  The
 # number depends on the shape only, so results do not depend on the thread count.
 TARGET_REDUCTION_JOBS = 64
+# Reduction steps ahead of the one it computes that a broadcast tile asks the cache for
+# the input it will read (the ``ahead`` job column): two taps of a 16-channel block.
+READ_AHEAD_STEPS = 32
+
+
+def read_ahead(dtype: np.dtype[Any], vl: int) -> int:
+    """The ``ahead`` column of a broadcast tile whose reduction walks taps (forward,
+    backward-data), for vectors of ``vl`` elements of ``dtype``.
+
+    Measured on AMD EPYC Zen 4 (interleaved, 1 / 2 threads): with 64-byte vectors, ResNet-50's
+    3x3 stride-2 layer forward 1.12 / 1.15x, data gradient 1.06 / 1.04x, the dilated layer
+    1.04-1.05x, the stem 0.98-1.04x, the rest within noise.  The AVX2 tiles (6 rows of 2
+    vectors) compute only 12 products per step, which one more ask per step slows (0.85-0.92x
+    on the same layers), so they do not ask.  The weight gradient's reduction walks pixels,
+    which the hardware foresees (asking measured 0.90x on the dilated layer)."""
+    return READ_AHEAD_STEPS if vl * dtype.itemsize >= 64 else 0
 
 
 def channel_blocks(channels: int, limit: int = MAX_CHANNEL_BLOCK) -> Tuple[int, int]:
@@ -368,7 +384,8 @@ def forward(geom: ConvGeometry, vl: int, tile_rows: int, target: str = "blocked"
                                           (n * G + grp) * Kb + kb)
     outs = table.add(np.arange(npix) * scale)
     jobs = job_table(a=(n * G + grp) * Cb * plane, b=(grp * Kb + kb) * L * KB, red=red,
-                     length=L, rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
+                     length=L, rows=rows + starts, outs=outs + starts, nrows=nrows,
+                     ahead=read_ahead(geom.dtype, vl), **place)
     layout = ForwardLayout(Hp=Hp, Wp=Wp, CB=CB, Cb=Cb, KB=KB, Kb=Kb, col_stride=col_stride,
                            phases=phases)
     out_size = geom.N * G * Kb * npix * KB if target == "blocked" else 0
@@ -430,7 +447,8 @@ def backward_data(geom: ConvGeometry, vl: int, tile_rows: int,
             outs = table.add(_grid(count_h, count_w, sh * geom.W, sw, a * geom.W + b) * scale)
             job_parts.append(job_table(
                 a=group_in, b=w_offset + (grp * out_blocks + ob) * L * KB, red=red, length=L,
-                rows=rows + starts, outs=outs + starts, nrows=nrows, **place))
+                rows=rows + starts, outs=outs + starts, nrows=nrows,
+                ahead=0 if geom.depthwise else read_ahead(geom.dtype, vl), **place))
             phases.append((tuple(taps_h), tuple(taps_w)))
             w_offset += G * out_blocks * L * KB
     jobs = np.concatenate(job_parts) if job_parts else np.zeros((0, len(JOB_FIELDS)), np.int64)

@@ -45,7 +45,7 @@ from .._kernels import _layout
 from .._nd_geometry import NdGeometry, channels_last
 from .._simd import tiles
 from .direct_schedule import (OffsetTable, _broadcast_tile, _placement, channel_blocks,
-                              job_table, row_tiles)
+                              job_table, read_ahead, row_tiles)
 
 if TYPE_CHECKING:
     from .._workspace import _Scope
@@ -144,7 +144,9 @@ def schedule(geom: NdGeometry, target: str) -> VolumePass:
     outs = table.add(np.arange(npix) * scale)
     jobs = job_table(a=(n * G + grp) * lay.Cb * lay.plane,
                      b=(grp * Kb + kb) * reduction.size * KB, red=red, length=reduction.size,
-                     rows=rows + starts, outs=outs + starts, nrows=nrows, **place)
+                     rows=rows + starts, outs=outs + starts, nrows=nrows,
+                     ahead=read_ahead(geom.dtype, tiles.VECTOR_LENGTH[geom.dtype.name]),
+                     **place)
     return VolumePass(lay, jobs, table.array(), col_stride)
 
 

@@ -75,21 +75,24 @@ def _assert_matches(actual, expected, dtype):
 def _blocked_jobs(width, T, rng):
     """Jobs writing disjoint ``T x width`` blocks of a blocked buffer: full and partial row
     counts, packed and strided B rows, several inner iterations, an empty reduction and one
-    partial column count (which goes through the epilogue)."""
-    # (nrows, length, extra b_stride, inner, ncols)
-    specs = [(T, 5, 0, 1, width), (1, 3, 3, 1, width), (T - 1, 7, 0, 3, width),
-             (T, 0, 0, 1, width), (2, 4, 1, 1, width - 1), (T, 9, 0, 2, width)]
+    partial column count (which goes through the epilogue); the broadcast tiles asking
+    for their input no, a few, one and more steps ahead than the reduction has (the last
+    steps ask for nothing: an ask past the reduction's table would read outside it)."""
+    # (nrows, length, extra b_stride, inner, ncols, ahead)
+    specs = [(T, 5, 0, 1, width, 0), (1, 3, 3, 1, width, 2), (T - 1, 7, 0, 3, width, 1),
+             (T, 0, 0, 1, width, 4), (2, 4, 1, 1, width - 1, 9), (T, 9, 0, 2, width, 3),
+             (T, 40, 0, 1, width, 32)]
     table = OffsetTable()
     outs = table.add(np.arange(T) * width)
     columns = {name: [] for name in JOB_FIELDS}
-    for index, (nrows, length, extra, inner, ncols) in enumerate(specs):
+    for index, (nrows, length, extra, inner, ncols, ahead) in enumerate(specs):
         rows = rng.permutation(40)[:T]
         values = dict(a=rng.integers(0, 10), b=rng.integers(0, 10),
                       red=table.add(rng.integers(0, 30, length)), length=length,
                       rows=table.add(rows), outs=outs, nrows=nrows, out=index * T * width,
                       inner=inner, a_step=7 if inner > 1 else 0,
                       b_step=11 if inner > 1 else 0, ncols=ncols, bias=0,
-                      b_stride=width + extra if extra else 0)
+                      b_stride=width + extra if extra else 0, ahead=ahead)
         for name in JOB_FIELDS:
             columns[name].append(values[name])
     jobs = job_table(**{name: np.array(v) for name, v in columns.items()})
@@ -106,7 +109,7 @@ def test_run_jobs_blocked(kmods, kind, dtype, nthreads):
     rng = np.random.default_rng(10)
     jobs, table, size = _blocked_jobs(width, T, rng)
     A = rng.standard_normal(10 + 2 * 7 + 40 + 30 + width + 8).astype(dtype)
-    B = rng.standard_normal(10 + 2 * 11 + 8 * (width + 3) + width + 8).astype(dtype)
+    B = rng.standard_normal(10 + 2 * 11 + 40 * (width + 3) + width + 8).astype(dtype)
     out = np.full(size + 5, 3.25, dtype)        # the tail is never written
     expected = ref_run_jobs(kind, width, A, B, out, jobs, table)
     _run(tiles, kind, A, B, out, jobs, table, nthreads=nthreads)
