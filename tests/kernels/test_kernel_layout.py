@@ -1,9 +1,10 @@
 """``cconv._kernels._layout`` (one build for every SIMD level) against NumPy constructions.
 
 pack_input: the blocked, zero-padded ``[N][G][blocks][height][width][block]`` layout for NCHW,
-NHWC, strided, negative-stride and cropped inputs, groups, depthwise multipliers, block
-sizes of every SIMD level; its non-finite count.  unpack_output: blocked buffers back into
-any-strided results with bias, alpha and beta, multiplier sums straddling blocks.
+NHWC, strided (stride phases of a row among them), negative-stride and cropped inputs, groups,
+depthwise multipliers, block sizes of every SIMD level; its non-finite count.
+unpack_output: blocked buffers back into any-strided results with bias, alpha and beta,
+multiplier sums straddling blocks.
 pack_weight: forward and backward-data (swapped) weight blocks, tap subsets, non-finite count.
 """
 
@@ -86,6 +87,14 @@ def _x_wide_rows(rng, dtype):  # long contiguous rows: the in-register transpose
     return rng.standard_normal((1, 20, 3, 37)).astype(dtype)
 
 
+def _x_phase_to_end(rng, dtype):  # stride phase 0 of both axes: ends on the array's last element
+    return rng.standard_normal((2, 9, 5, 41)).astype(dtype)[:, :, ::2, ::2]
+
+
+def _x_phase_odd(rng, dtype):  # stride phase 1 of both axes: every other element from the 2nd
+    return rng.standard_normal((1, 8, 6, 36)).astype(dtype)[:, :, 1::2, 1::2]
+
+
 def _x_small(rng, dtype):
     return rng.standard_normal((1, 6, 5, 5)).astype(dtype)
 
@@ -107,6 +116,10 @@ PACK_CASES = {
     "wide_rows_groups": (_x_wide_rows, 4, 5, 5, 1, 4, 0, 1, 0, 2),
     "crop": (_x_nchw, 1, 5, 5, 1, 4, -1, -2, -3, -3),
     "crop_bottom_pad_top": (_x_wide_rows, 1, 20, 20, 1, 8, 2, -3, -1, -10),
+    "phase_blocks": (_x_phase_to_end, 1, 9, 9, 1, 16, 1, 1, 1, 2),
+    "phase_groups": (_x_phase_to_end, 3, 3, 3, 1, 4, 0, 2, 0, 3),
+    "phase_odd": (_x_phase_odd, 1, 8, 8, 1, 8, 1, 0, 1, 0),
+    "phase_odd_crop": (_x_phase_odd, 2, 4, 4, 1, 4, 0, -3, 0, -5),
     "block1": (_x_small, 1, 6, 6, 1, 1, 1, 1, 2, 2),
     "block64": (_x_wide_rows, 1, 20, 20, 1, 64, 0, 0, 1, 0),
 }
