@@ -1,7 +1,8 @@
 """The direct weight gradient of strided layers, which packs the input split into stride
 phases (``direct_schedule.phased``), against the float64 reference: strides 2-3 per axis,
 dilation, asymmetric padding, groups, both layouts, batch 1, odd sizes and inputs so small
-that some phases hold padding only."""
+that some phases hold padding only.  And the order of the strided data gradient's phase
+jobs."""
 
 import numpy as np
 from hypothesis import given, settings
@@ -78,3 +79,29 @@ def test_forward_and_padding_modes_keep_the_whole_plane():
     reflect = cconv.plan_conv2d((2, 8, 12, 12), (8, 8, 3, 3), stride=2, padding=1,
                                 padding_mode="reflect").geometry
     assert not direct_schedule.phased(reflect)
+
+
+def test_strided_data_gradient_runs_the_phases_of_the_same_rows_together():
+    """The data gradient's jobs (one stride phase each) go block by block and, in a block,
+    by the input row of their first pixel, the phases of the same rows together; every
+    element of the result is written by exactly one job (so the order changes no sum)."""
+    geom = cconv.plan_conv2d((2, 20, 23, 21), (24, 20, 3, 3), stride=2, padding=1).geometry
+    p = DirectConvolution.for_geometry(geom).schedule("backward_data", "NCHW")
+    fields = list(direct_schedule.JOB_FIELDS)
+    jobs, table = p.jobs, p.table
+    col = {name: jobs[:, fields.index(name)] for name in fields}
+    hw = geom.H * geom.W
+    writes = np.zeros(geom.N * geom.C * hw, np.int64)
+    keys = []
+    for i in range(len(jobs)):
+        outs = table[col["outs"][i] + np.arange(col["nrows"][i])]
+        cols = np.arange(col["ncols"][i]) * p.info.col_stride
+        np.add.at(writes, (col["out"][i] + outs[:, None] + cols[None, :]).ravel(), 1)
+        # (image and channel block, input row of the first pixel, phase)
+        keys.append((col["out"][i], outs[0] // geom.W, col["red"][i]))
+    assert np.all(writes == 1)
+    assert keys == sorted(keys, key=lambda k: k[:2])
+    # the block's first two input rows (one of each row phase) come first, from all phases
+    first = [k for k in keys if k[0] == keys[0][0] and k[1] <= 1]
+    assert keys[:len(first)] == first
+    assert len(p.info.phases) == 4 and len({k[2] for k in first}) == 4

@@ -416,6 +416,9 @@ def backward_data(geom: ConvGeometry, vl: int, tile_rows: int,
         out_blocks = -(-geom.Cg // KB)
     plane = OHp * OWp * red_block
     job_parts, phases, w_offset = [], [], 0
+    # Per job: its output block (image, group, block of channels) and the input row of its
+    # first pixel, for the order below.
+    blocks, first_rows = [], []
     for a, count_h, taps_h, shifts_h in rows_h:
         for b, count_w, taps_w, shifts_w in rows_w:
             if count_h == 0 or count_w == 0:
@@ -449,9 +452,20 @@ def backward_data(geom: ConvGeometry, vl: int, tile_rows: int,
                 a=group_in, b=w_offset + (grp * out_blocks + ob) * L * KB, red=red, length=L,
                 rows=rows + starts, outs=outs + starts, nrows=nrows,
                 ahead=0 if geom.depthwise else read_ahead(geom.dtype, vl), **place))
+            shape = np.broadcast_shapes(n.shape, grp.shape, ob.shape, starts.shape)
+            blocks.append(np.broadcast_to((n * G + grp) * out_blocks + ob, shape).ravel())
+            first_rows.append(np.broadcast_to(a + starts // count_w * sh, shape).ravel())
             phases.append((tuple(taps_h), tuple(taps_w)))
             w_offset += G * out_blocks * L * KB
     jobs = np.concatenate(job_parts) if job_parts else np.zeros((0, len(JOB_FIELDS)), np.int64)
+    if len(job_parts) > 1:
+        # The stride phases of the same rows one after the other (stable: each phase's tiles
+        # keep their order), rather than each phase over the whole output: the phases write
+        # alternate pixels of the same cache lines, which a phase-by-phase order fetched once
+        # per phase (ResNet-50's 3x3 stride-2 layer, AMD EPYC Zen 4, interleaved: 1.08x on 1
+        # thread, 1.10x on 2).  Every output element still has one job, so no sum changes.
+        phase = np.concatenate([np.full(b.size, i) for i, b in enumerate(blocks)])
+        jobs = jobs[np.lexsort((phase, np.concatenate(first_rows), np.concatenate(blocks)))]
     layout = BackwardDataLayout(
         phases=tuple(phases), pads=((lo_h, hi_h), (lo_w, hi_w)), OHp=OHp, OWp=OWp,
         dy_block=dy_block, red_blocks=red_blocks, KB=KB, out_blocks=out_blocks,
