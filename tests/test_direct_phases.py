@@ -105,3 +105,26 @@ def test_strided_data_gradient_runs_the_phases_of_the_same_rows_together():
     first = [k for k in keys if k[0] == keys[0][0] and k[1] <= 1]
     assert keys[:len(first)] == first
     assert len(p.info.phases) == 4 and len({k[2] for k in first}) == 4
+
+
+def test_tiles_ask_ahead_where_measured():
+    """The ``ahead`` column follows ``read_ahead``: every forward and data-gradient tile
+    with 64-byte vectors, AVX2's strided forward only, never SSE nor the weight gradient."""
+    f32 = np.dtype(np.float32)
+    steps = direct_schedule.READ_AHEAD_STEPS
+    assert direct_schedule.read_ahead(f32, 16, False) == steps     # AVX-512
+    assert direct_schedule.read_ahead(np.dtype(np.float64), 8, False) == steps
+    assert direct_schedule.read_ahead(f32, 8, True) == steps       # AVX2, strided
+    assert direct_schedule.read_ahead(f32, 8, False) == 0
+    assert direct_schedule.read_ahead(f32, 4, True) == 0           # SSE
+    ahead = direct_schedule.JOB_FIELDS.index("ahead")
+    for stride in (1, 2):
+        geom = cconv.plan_conv2d((2, 16, 12, 12), (32, 16, 3, 3), stride=stride,
+                                 padding=1).geometry
+        for vl in (16, 8):
+            fwd = direct_schedule.forward(geom, vl, 6)
+            bd = direct_schedule.backward_data(geom, vl, 6)
+            bw = direct_schedule.backward_weight(geom, vl, 6)
+            assert set(fwd.jobs[:, ahead]) == {direct_schedule.read_ahead(f32, vl, stride > 1)}
+            assert set(bd.jobs[:, ahead]) == {direct_schedule.read_ahead(f32, vl, False)}
+            assert set(bw.jobs[:, ahead]) == {0}

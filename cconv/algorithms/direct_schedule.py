@@ -76,17 +76,22 @@ TARGET_REDUCTION_JOBS = 64
 READ_AHEAD_STEPS = 32
 
 
-def read_ahead(dtype: np.dtype[Any], vl: int) -> int:
+def read_ahead(dtype: np.dtype[Any], vl: int, strided: bool) -> int:
     """The ``ahead`` column of a broadcast tile whose reduction walks taps (forward,
-    backward-data), for vectors of ``vl`` elements of ``dtype``.
+    backward-data), for vectors of ``vl`` elements of ``dtype``; ``strided``: the tile's
+    pixels are a stride > 1 apart in its input.
 
-    Measured on AMD EPYC Zen 4 (interleaved, 1 / 2 threads): with 64-byte vectors, ResNet-50's
-    3x3 stride-2 layer forward 1.12 / 1.15x, data gradient 1.06 / 1.04x, the dilated layer
-    1.04-1.05x, the stem 0.98-1.04x, the rest within noise.  The AVX2 tiles (6 rows of 2
-    vectors) compute only 12 products per step, which one more ask per step slows (0.85-0.92x
-    on the same layers), so they do not ask.  The weight gradient's reduction walks pixels,
-    which the hardware foresees (asking measured 0.90x on the dilated layer)."""
-    return READ_AHEAD_STEPS if vl * dtype.itemsize >= 64 else 0
+    Measured on AMD EPYC Zen 4 (interleaved, 1 / 2 threads).  AVX-512 (asking every step):
+    ResNet-50's 3x3 stride-2 layer forward 1.12 / 1.15x, data gradient 1.06 / 1.04x, the
+    dilated layer 1.04-1.05x, the stem 0.98-1.04x, the rest within noise.  AVX2 (the tiles
+    ask every 4th step, see ``_tiles.pyx.tp``): the stride-2 forward 1.13x, but stride-1
+    tiles (the dilated layer 0.96-0.98x, the data gradient's phases 1.01x) read pixels
+    the hardware foresees, so AVX2 asks for strided tiles only.  SSE: not measured, no
+    asks.  The weight gradient's reduction walks pixels, which the hardware foresees
+    (asking measured 0.90x on the dilated layer)."""
+    if vl * dtype.itemsize >= 64:
+        return READ_AHEAD_STEPS
+    return READ_AHEAD_STEPS if vl * dtype.itemsize >= 32 and strided else 0
 
 
 def channel_blocks(channels: int, limit: int = MAX_CHANNEL_BLOCK) -> Tuple[int, int]:
@@ -385,7 +390,7 @@ def forward(geom: ConvGeometry, vl: int, tile_rows: int, target: str = "blocked"
     outs = table.add(np.arange(npix) * scale)
     jobs = job_table(a=(n * G + grp) * Cb * plane, b=(grp * Kb + kb) * L * KB, red=red,
                      length=L, rows=rows + starts, outs=outs + starts, nrows=nrows,
-                     ahead=read_ahead(geom.dtype, vl), **place)
+                     ahead=read_ahead(geom.dtype, vl, geom.stride != (1, 1)), **place)
     layout = ForwardLayout(Hp=Hp, Wp=Wp, CB=CB, Cb=Cb, KB=KB, Kb=Kb, col_stride=col_stride,
                            phases=phases)
     out_size = geom.N * G * Kb * npix * KB if target == "blocked" else 0
@@ -451,7 +456,7 @@ def backward_data(geom: ConvGeometry, vl: int, tile_rows: int,
             job_parts.append(job_table(
                 a=group_in, b=w_offset + (grp * out_blocks + ob) * L * KB, red=red, length=L,
                 rows=rows + starts, outs=outs + starts, nrows=nrows,
-                ahead=0 if geom.depthwise else read_ahead(geom.dtype, vl), **place))
+                ahead=0 if geom.depthwise else read_ahead(geom.dtype, vl, False), **place))
             shape = np.broadcast_shapes(n.shape, grp.shape, ob.shape, starts.shape)
             blocks.append(np.broadcast_to((n * G + grp) * out_blocks + ob, shape).ravel())
             first_rows.append(np.broadcast_to(a + starts // count_w * sh, shape).ravel())

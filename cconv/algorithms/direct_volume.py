@@ -145,7 +145,8 @@ def schedule(geom: NdGeometry, target: str) -> VolumePass:
     jobs = job_table(a=(n * G + grp) * lay.Cb * lay.plane,
                      b=(grp * Kb + kb) * reduction.size * KB, red=red, length=reduction.size,
                      rows=rows + starts, outs=outs + starts, nrows=nrows,
-                     ahead=read_ahead(geom.dtype, tiles.VECTOR_LENGTH[geom.dtype.name]),
+                     ahead=read_ahead(geom.dtype, tiles.VECTOR_LENGTH[geom.dtype.name],
+                                      any(st > 1 for st in geom.stride)),
                      **place)
     return VolumePass(lay, jobs, table.array(), col_stride)
 
