@@ -11,6 +11,10 @@ def pack_input(x: npt.NDArray[Any], packed: npt.NDArray[Any], groups: int,
                pad_top: int, pad_left: int, height: int, width: int,
                num_threads: int, row_src: Optional[npt.NDArray[np.int64]] = None,
                col_src: Optional[npt.NDArray[np.int64]] = None, value: float = 0.0) -> int: ...
+def pack_input_phases(x: npt.NDArray[Any], packed: npt.NDArray[Any], groups: int,
+                      channels_per_group: int, block: int, pad_top: int, pad_left: int,
+                      height: int, width: int, phase_h: int, phase_w: int,
+                      num_threads: int) -> int: ...
 def unpack_output(packed: npt.NDArray[Any], y: npt.NDArray[Any], groups: int, nblocks: int,
                   block: int, msum: int, bias: npt.NDArray[Any], alpha: float, beta: float,
                   num_threads: int) -> None: ...

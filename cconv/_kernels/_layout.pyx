@@ -281,9 +281,7 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
         pass over ``x``.
     """
     cdef Py_ssize_t N = x.shape[0], H = x.shape[2], W = x.shape[3]
-    cdef Py_ssize_t nblocks = (slots_per_group + block - 1) // block
-    cdef Py_ssize_t plane = height * width * block
-    cdef Py_ssize_t planes = N * groups * nblocks
+    cdef Py_ssize_t nblocks, plane, planes
     cdef Py_ssize_t i, n, grp, b, bad = 0
     cdef const int64_t *rows = NULL
     cdef const int64_t *cols = NULL
@@ -309,6 +307,9 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
             cols = &col_src[0]
     if block > MAX_BLOCK or block < 1:
         raise ValueError(f"block must be in 1..{MAX_BLOCK}, got {block}")
+    nblocks = (slots_per_group + block - 1) // block  # (a block of 0 divided by zero here)
+    plane = height * width * block
+    planes = N * groups * nblocks
     if packed.shape[0] != planes * plane:
         raise ValueError(f"packed has {packed.shape[0]} elements, expected {planes * plane}")
     if planes == 0:
@@ -329,6 +330,100 @@ def pack_input(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
                                          groups, channels_per_group, slots_per_group, mult,
                                          block, pad_top, pad_left, height, width, rows,
                                          map_rows, cols, map_cols, fill, value_bad)
+    return bad
+
+
+def pack_input_phases(const real[:, :, :, :] x, real[::1] packed, Py_ssize_t groups,
+                      Py_ssize_t channels_per_group, Py_ssize_t block, Py_ssize_t pad_top,
+                      Py_ssize_t pad_left, Py_ssize_t height, Py_ssize_t width,
+                      Py_ssize_t phase_h, Py_ssize_t phase_w, int num_threads):
+    """``x`` zero-padded and split into stride phases; return a non-finite count.
+
+    Phase ``(a, b)``, at ``(a * phase_w + b) * size`` of ``packed`` (``size``: one phase's
+    ``N*groups*ceil(channels_per_group/block)`` planes of ``height x width x block``), holds
+    the padded pixels ``(a + i*phase_h, b + j*phase_w)`` at ``(i, j)``: what ``pack_input``
+    makes of the view ``x[:, :, h0::phase_h, w0::phase_w]``, ``h0 = (a - pad_top) %
+    phase_h`` placed at row ``(h0 + pad_top) // phase_h`` (columns likewise).  A channel
+    block's phases are packed one after the other, so its source planes are read from
+    memory once, not once per phase as by a ``pack_input`` per phase view (interleaved,
+    AMD EPYC Zen 4, the direct weight gradient of 8x128x56x56 and 8x256x28x28 3x3 stride-2
+    layers: 1.04-1.05x on 1 thread, 1.01-1.02x on 2).
+
+    Parameters
+    ----------
+    x : 4-D memoryview, logical (N, C, H, W), any strides
+    packed : contiguous buffer of ``phase_h * phase_w * size`` elements
+    groups, channels_per_group, block : int
+    pad_top, pad_left : int
+        Zero padding before the image, in pixels of the whole padded plane.
+    height, width : int
+        One phase's plane.
+    phase_h, phase_w : int
+        The strides whose phases are split (>= 1).
+    num_threads : int
+
+    Returns
+    -------
+    int
+        Packed planes that received a NaN or an infinity, as ``pack_input``.
+    """
+    cdef Py_ssize_t N = x.shape[0], H = x.shape[2], W = x.shape[3]
+    cdef Py_ssize_t nblocks, plane, planes, i, bad = 0
+    if block > MAX_BLOCK or block < 1:
+        raise ValueError(f"block must be in 1..{MAX_BLOCK}, got {block}")
+    if phase_h < 1 or phase_w < 1:
+        raise ValueError(f"phases must be at least 1, got {phase_h} x {phase_w}")
+    nblocks = (channels_per_group + block - 1) // block
+    plane = height * width * block
+    planes = N * groups * nblocks
+    if packed.shape[0] != phase_h * phase_w * planes * plane:
+        raise ValueError(f"packed has {packed.shape[0]} elements, expected "
+                         f"{phase_h * phase_w * planes * plane}")
+    if planes == 0:
+        return 0
+    cdef const char *base = <const char *>&x[0, 0, 0, 0]
+    cdef Py_ssize_t sn = x.strides[0], sc = x.strides[1], sh = x.strides[2], sw = x.strides[3]
+    cdef real *dst = &packed[0]
+    with nogil:
+        if num_threads > 1:
+            for i in prange(planes, num_threads=num_threads, schedule="dynamic"):
+                bad += _pack_plane_phases(i, base, sn, sc, sh, sw, H, W, dst, plane, planes,
+                                          nblocks, groups, channels_per_group, block,
+                                          pad_top, pad_left, height, width, phase_h, phase_w)
+        else:  # no OpenMP region for one thread (see ONE_THREAD_LOOPS)
+            for i in range(planes):
+                bad += _pack_plane_phases(i, base, sn, sc, sh, sw, H, W, dst, plane, planes,
+                                          nblocks, groups, channels_per_group, block,
+                                          pad_top, pad_left, height, width, phase_h, phase_w)
+    return bad
+
+
+cdef inline Py_ssize_t _pack_plane_phases(
+        Py_ssize_t i, const char *base, Py_ssize_t sn, Py_ssize_t sc, Py_ssize_t sh,
+        Py_ssize_t sw, Py_ssize_t H, Py_ssize_t W, real *dst, Py_ssize_t plane,
+        Py_ssize_t planes, Py_ssize_t nblocks, Py_ssize_t groups, Py_ssize_t channels_per_group,
+        Py_ssize_t block, Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t height,
+        Py_ssize_t width, Py_ssize_t phase_h, Py_ssize_t phase_w) noexcept nogil:
+    # pack_input_phases' job i: every phase of packed plane i = (image, group, channel block)
+    cdef Py_ssize_t a, b, h0, w0, rows, cols, bad = 0
+    cdef const char *start
+    for a in range(phase_h):
+        h0 = (a - pad_top) % phase_h
+        if h0 < 0:  # C's remainder takes the dividend's sign
+            h0 = h0 + phase_h
+        rows = (H - h0 + phase_h - 1) // phase_h if H > h0 else 0
+        for b in range(phase_w):
+            w0 = (b - pad_left) % phase_w
+            if w0 < 0:
+                w0 = w0 + phase_w
+            cols = (W - w0 + phase_w - 1) // phase_w if W > w0 else 0
+            # a phase of padding only reads nothing: its view starts at the array
+            start = base + h0 * sh + w0 * sw if rows > 0 and cols > 0 else base
+            bad += _pack_input_plane(i, start, sn, sc, sh * phase_h, sw * phase_w, rows, cols,
+                                     dst + (a * phase_w + b) * planes * plane, plane, nblocks,
+                                     groups, channels_per_group, channels_per_group, 1, block,
+                                     (h0 + pad_top) // phase_h, (w0 + pad_left) // phase_w,
+                                     height, width, NULL, 0, NULL, 0, 0, 0)
     return bad
 
 

@@ -251,22 +251,13 @@ class DirectConvolution(Algorithm):
         """``x`` packed split into the stride phases of ``fwd`` (see
         ``direct_schedule.phased``): phase ``(a, b)`` holds the padded pixels ``(a + i*sh,
         b + j*sw)``, which are the input pixels of a strided view of ``x`` with the padding
-        that falls on that phase."""
+        that falls on that phase (``_layout.pack_input_phases``)."""
         g = self.geom
         (sh, sw), ((pt, _), (pl, _)) = fwd.phases, g.pads
         size = g.N * g.groups * fwd.Cb * fwd.Hp * fwd.Wp * fwd.CB
         packed = ws.empty(sh * sw * size, g.dtype)
-        for a in range(sh):
-            h0 = (a - pt) % sh  # the first input row in phase a, at phase row (h0 + pt) // sh
-            for b in range(sw):
-                w0 = (b - pl) % sw
-                part = packed[(a * sw + b) * size:(a * sw + b + 1) * size]
-                view = x[:, :, h0::sh, w0::sw]
-                if view.shape[2] == 0 or view.shape[3] == 0:  # a phase of padding only
-                    part[...] = 0
-                    continue
-                _layout.pack_input(view, part, g.groups, g.Cg, g.Cg, 1, fwd.CB,
-                                   (h0 + pt) // sh, (w0 + pl) // sw, fwd.Hp, fwd.Wp, nthreads)
+        _layout.pack_input_phases(x, packed, g.groups, g.Cg, fwd.CB, pt, pl, fwd.Hp, fwd.Wp,
+                                  sh, sw, nthreads)
         return packed
 
     def _pack_weight(self, w: Array, groups: int, Kg: int, Cg: int, swap: bool,

@@ -383,3 +383,60 @@ def test_pack_input_counts_a_nonfinite_constant(dtype):
     bad = _layout.pack_input(x, packed, 1, 2, 2, 1, 1, 1, 1, 5, 5, 1, rows, cols, np.inf)
     assert bad == 2
     assert np.isinf(packed.reshape(2, 5, 5)[:, 0]).all()
+
+
+# (x shape (N, C, H, W), channels last, groups, block, pad_top, pad_left, phase_h, phase_w)
+PHASE_CASES = {
+    "stride2": ((2, 9, 11, 13), False, 1, 4, 1, 1, 2, 2),
+    "stride2_nhwc_groups": ((2, 6, 10, 9), True, 2, 2, 1, 2, 2, 2),
+    "stride3x2_blocks": ((1, 20, 13, 17), False, 1, 16, 3, 0, 3, 2),
+    "stride1x3": ((2, 5, 6, 7), False, 5, 1, 0, 2, 1, 3),
+    "stride3_pad1": ((1, 7, 14, 11), False, 1, 8, 1, 2, 3, 3),
+    "padding_only_phases": ((1, 3, 1, 2), False, 1, 4, 0, 0, 3, 3),
+}
+
+
+@pytest.mark.parametrize("nthreads", NTHREADS)
+@pytest.mark.parametrize("case", sorted(PHASE_CASES))
+def test_pack_input_phases_matches_the_views(case, dtype, nthreads):
+    """Every stride phase of the padded input, as pack_input makes of the strided view
+    that phase holds (zeros for a phase that only padding falls on)."""
+    shape, last, groups, block, pt, pl, ph, pw = PHASE_CASES[case]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(shape).astype(dtype)
+    if last:
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    N, C, H, W = x.shape
+    height, width = -(-(H + pt + 1) // ph), -(-(W + pl + 2) // pw)
+    cpg = C // groups
+    size = N * groups * -(-cpg // block) * height * width * block
+    packed = np.full(ph * pw * size, np.nan, dtype)
+    bad = _layout.pack_input_phases(x, packed, groups, cpg, block, pt, pl, height, width,
+                                    ph, pw, nthreads)
+    assert bad == 0
+    for a in range(ph):
+        h0 = (a - pt) % ph
+        for b in range(pw):
+            w0 = (b - pl) % pw
+            view = x[:, :, h0::ph, w0::pw]
+            expected = ref_pack_input(view, groups, cpg, cpg, 1, block, (h0 + pt) // ph,
+                                      (w0 + pl) // pw, height, width)
+            part = packed[(a * pw + b) * size:(a * pw + b + 1) * size]
+            np.testing.assert_array_equal(part, expected.ravel())
+
+
+def test_pack_input_phases_counts_nonfinite_and_rejects_bad_sizes(dtype):
+    x = np.ones((1, 4, 5, 5), dtype)
+    x[0, 2, 3, 1] = np.inf
+    size = 1 * 1 * 1 * 3 * 3 * 4
+    packed = np.empty(4 * size, dtype)
+    # pixel (3, 1) + padding 1 -> padded (4, 2): phase (0, 0), one plane
+    assert _layout.pack_input_phases(x, packed, 1, 4, 4, 1, 1, 3, 3, 2, 2, 1) == 1
+    with pytest.raises(ValueError, match="packed has"):
+        _layout.pack_input_phases(x, packed[:-1], 1, 4, 4, 1, 1, 3, 3, 2, 2, 1)
+    with pytest.raises(ValueError, match="phases"):
+        _layout.pack_input_phases(x, packed, 1, 4, 4, 1, 1, 3, 3, 0, 2, 1)
+    with pytest.raises(ValueError, match="block"):
+        _layout.pack_input_phases(x, packed, 1, 4, 0, 1, 1, 3, 3, 2, 2, 1)
+    with pytest.raises(ValueError, match="block"):  # (divided by it before the check once)
+        _layout.pack_input(x, packed, 1, 4, 4, 1, 0, 1, 1, 3, 3, 1)
