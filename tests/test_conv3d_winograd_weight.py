@@ -6,7 +6,7 @@ import contextlib
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cconv
@@ -89,7 +89,7 @@ def check(n, c, k, spatial, kw, dtype=np.float32, layout="NCDHW", threads=None):
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 3), c=st.sampled_from([1, 3, 8, 17]), k=st.sampled_from([1, 5, 16]),
-       d=st.integers(1, 7), h=st.integers(1, 9), w=st.integers(1, 9),
+       d=st.integers(1, 7), h=st.integers(1, 9), w=st.integers(2, 9),
        depth_pad=st.sampled_from([0, 1, 2, (0, 2), (2, 1)]),
        depth_dilation=st.sampled_from([1, 2, 3]), groups=st.sampled_from([1, 2]),
        dtype=st.sampled_from([np.float32, np.float64]),
@@ -99,10 +99,14 @@ def test_matches_the_reference_and_the_tap_loop(n, c, k, d, h, w, depth_pad, dep
     """Odd sizes, batch 1, one-pixel planes, asymmetric and past-the-extent depth padding,
     depth dilation (tap ranges of several lengths), groups, both layouts and dtypes: the
     reference's numbers, and the tap loop's bits (the same kernel on the same tiles)."""
-    assume(c % groups == 0 and k % groups == 0)
+    # Channel counts and depths made valid rather than filtered (filtering them failed
+    # Hypothesis's health check on some seeds): even counts for two groups, at least one
+    # output slice; the width padding (0, 1) needs two columns (w >= 2).
+    c, k = (c, k) if groups == 1 else (2 * -(-c // 2), 2 * -(-k // 2))
     pad_d = depth_pad if isinstance(depth_pad, tuple) else (depth_pad, depth_pad)
+    d = max(d, 2 * depth_dilation + 1 - sum(pad_d))
     out_d = d + sum(pad_d) - 2 * depth_dilation
-    assume(out_d >= 1 and w >= 2)  # the width padding (0, 1) needs two columns
+    assert out_d >= 1
     kw = dict(padding=(pad_d, (1, 1), (0, 1)), dilation=(depth_dilation, 1, 1), groups=groups)
     got, loop, calls = check(n, c, k, (d, h, w), kw, dtype, layout)
     # the depth taps that meet the input: one gradient each
