@@ -230,3 +230,26 @@ def test_depthwise_fold_on_the_column_kernel(mode, mult, stride, pads, width, ro
                                    alpha=1.5, beta=0.25, **kw)
         want = 1.5 * fold_reference(dxp, (13, width), pads, mode) + 0.25 * start
         assert_close(out, want, dtype)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "circular", "replicate"])
+@pytest.mark.parametrize("channels, outputs, groups", [(3, 8, 1), (4, 6, 2), (6, 6, 6)])
+def test_depthwise_padding_rows_in_the_plane_job_or_after(mode, channels, outputs, groups):
+    """The NCHW kernels' padding rows: added by the job that owns a whole plane (one
+    thread, or planes enough for two), or by a pass after the bands (a few planes on two
+    threads split into bands of rows); the same bits either way, as the reference.  With
+    several input channels per group their jobs share a band buffer, which a plane's
+    padding rows overwrite."""
+    rng = np.random.default_rng(13)
+    w = rng.standard_normal((outputs, channels // groups, 3, 3))
+    kw = dict(padding=((1, 2), (2, 1)), groups=groups, padding_mode=mode, algo="depthwise")
+    x_shape = (1, channels, 21, 19)
+    plan = cconv.plan_conv2d(x_shape, w.shape, **kw)
+    lay = DepthwiseConvolution.for_geometry(plan.geometry)._nchw
+    assert lay.folds
+    assert lay.backward_data_band(1)[0] == 21 and lay.backward_data_band(2)[0] < 21
+    gy = rng.standard_normal(plan.output_shape)
+    whole, banded = (cconv.conv2d_backward_data(gy, w, x_shape, num_threads=t, **kw)
+                     for t in (1, 2))
+    np.testing.assert_array_equal(whole, banded)
+    assert_close(whole, _reference(gy, w, x_shape, kw["padding"], mode, groups), np.float64)
