@@ -481,6 +481,41 @@ def test_nhwc_forward_rows_in_pixel_pairs(stride, dilation, pads, channels):
         assert_close(out, 0.5 * want.transpose(0, 2, 3, 1) + 2.0 * start, dtype)
 
 
+@pytest.mark.parametrize("R, S, stride, dilation, pads", [
+    (3, 3, 1, 1, ((1, 1), (1, 1))), (3, 3, 2, 1, ((1, 0), (0, 1))),
+    (3, 3, (1, 2), (2, 1), ((0, 2), (1, 1))), (5, 5, 1, 1, ((2, 2), (2, 2))),
+    (5, 4, (2, 3), 1, ((0, 3), (2, 0))), (1, 7, 1, (1, 2), ((0, 0), (6, 6))),
+    (7, 2, 3, (2, 1), ((5, 1), (0, 1))), (4, 3, 2, 1, ((0, 0), (0, 0)))])
+@pytest.mark.parametrize("channels", [83, 48, 5])
+def test_nhwc_weight_gradient_tap_blocks(R, S, stride, dilation, pads, channels):
+    """The NHWC weight gradient sums a row's interior pixels with the taps' accumulators in
+    registers, in blocks of 3x3 taps (four pixels a step at column stride 1 and 2, one
+    at a time otherwise), 1x3 and single taps, and the border pixels and the channels
+    after the last whole vector one product at a time: filters of every block mix, rows
+    whose taps leave the image at the top or bottom, against the reference and bitwise
+    the same on 1, 2 and 3 threads (the jobs' rows depend on the shape only); two widths,
+    so that the four-pixel steps leave no pixel and some."""
+    rng = np.random.default_rng(channels + R * 10 + S)
+    st_ = stride if isinstance(stride, tuple) else (stride, stride)
+    dl = dilation if isinstance(dilation, tuple) else (dilation, dilation)
+    for width, dtype in ((26, np.float32), (29, np.float32), (26, np.float64),
+                         (29, np.float64)):
+        x = rng.standard_normal((3, channels, 11, width))
+        oh = (11 + sum(pads[0]) - (R - 1) * dl[0] - 1) // st_[0] + 1
+        ow = (width + sum(pads[1]) - (S - 1) * dl[1] - 1) // st_[1] + 1
+        gy = rng.standard_normal((3, channels, oh, ow))
+        want = ref_backward_weight(gy, x, (channels, 1, R, S), stride=st_, pads=pads,
+                                   dilation=dl, groups=channels)
+        xh = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).astype(dtype)
+        gh = np.ascontiguousarray(gy.transpose(0, 2, 3, 1)).astype(dtype)
+        got = [cconv.conv2d_backward_weight(gh, xh, (channels, 1, R, S), stride=stride,
+                                            padding=pads, dilation=dilation, groups=channels,
+                                            layout="NHWC", algo="depthwise", num_threads=t)
+               for t in (1, 2, 3)]
+        assert_close(got[0], want, dtype, what="backward_weight")
+        assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
+
+
 @settings(max_examples=80, deadline=None)
 @given(n=st.integers(1, 2), groups=st.integers(1, 5), cg=st.integers(1, 3),
        kg=st.integers(1, 3), h=st.integers(1, 21), w=st.integers(1, 40), r=st.integers(1, 5),
