@@ -516,6 +516,45 @@ def test_nhwc_weight_gradient_tap_blocks(R, S, stride, dilation, pads, channels)
         assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
 
 
+def _at_offset(a, offset):
+    """A copy of ``a`` whose data starts ``offset`` bytes past a 64-byte boundary."""
+    buf = np.empty(a.nbytes + 128, np.uint8)
+    start = (-buf.ctypes.data) % 64 + offset
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.parametrize("R, S, dilation, pads", [
+    (3, 3, 1, ((1, 1), (1, 1))), (3, 3, (1, 2), ((0, 2), (2, 1))), (5, 2, 1, ((2, 0), (0, 1)))])
+@pytest.mark.parametrize("channels, width", [(32, 23), (48, 6), (16, 3), (64, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nhwc_weight_gradient_same_bits_wherever_the_arrays_start(R, S, dilation, pads,
+                                                                  channels, width, dtype):
+    """At column stride 1 the NHWC weight gradient starts its channel vectors on the
+    input's cache lines (the partial sums rotated to match, the first and last interior
+    pixels' other channels added before and after the pass): the same bits for the same
+    values at any offset of the input and the gradient, and the reference's values; rows
+    of 1 to 21 interior pixels."""
+    rng = np.random.default_rng(channels + width)
+    x = rng.standard_normal((2, 7, width, channels)).astype(dtype)
+    dl = dilation if isinstance(dilation, tuple) else (dilation, dilation)
+    oh = (7 + sum(pads[0]) - (R - 1) * dl[0] - 1) + 1
+    ow = (width + sum(pads[1]) - (S - 1) * dl[1] - 1) + 1
+    gy = rng.standard_normal((2, oh, ow, channels)).astype(dtype)
+    want = ref_backward_weight(gy.transpose(0, 3, 1, 2), x.transpose(0, 3, 1, 2),
+                               (channels, 1, R, S), pads=pads, dilation=dl, groups=channels)
+    item = np.dtype(dtype).itemsize
+    results = []
+    for x_at, g_at in [(0, 0), (item, 0), (16, 16), (48, 8), (32, 0)]:
+        results.append(cconv.conv2d_backward_weight(
+            _at_offset(gy, g_at), _at_offset(x, x_at), (channels, 1, R, S), padding=pads,
+            dilation=dilation, groups=channels, layout="NHWC", algo="depthwise"))
+    assert_close(results[0], want, dtype, what="backward_weight")
+    for other in results[1:]:
+        assert np.array_equal(results[0], other)
+
+
 @settings(max_examples=80, deadline=None)
 @given(n=st.integers(1, 2), groups=st.integers(1, 5), cg=st.integers(1, 3),
        kg=st.integers(1, 3), h=st.integers(1, 21), w=st.integers(1, 40), r=st.integers(1, 5),
