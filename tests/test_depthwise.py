@@ -491,7 +491,7 @@ def test_nhwc_weight_gradient_tap_blocks(R, S, stride, dilation, pads, channels)
     """The NHWC weight gradient sums a row's interior pixels with the taps' accumulators in
     registers, in blocks of 3x3 taps (four pixels a step at column stride 1 and 2, one
     at a time otherwise), 1x3 and single taps, and the border pixels and the channels
-    after the last whole vector one product at a time: filters of every block mix, rows
+    after the last whole vector straight into the partial sums: filters of every block mix, rows
     whose taps leave the image at the top or bottom, against the reference and bitwise
     the same on 1, 2 and 3 threads (the jobs' rows depend on the shape only); two widths,
     so that the four-pixel steps leave no pixel and some."""
