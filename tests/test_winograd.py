@@ -145,7 +145,7 @@ def test_more_threads_than_jobs_split_output_channels_same_bits(C, K, groups, dt
                          dtype=dtype)
     impl = WinogradConvolution(geom)
     fwd, wgt = impl._fwd, impl._wgt
-    assert fwd.kchunk_for(1) == fwd.kchunk and wgt.kchunk_for(1) == wgt.kchunk
+    assert fwd.kchunk_for(1) == fwd.Kb and wgt.kchunk_for(1) == wgt.kchunk
     assert fwd.kchunk_for(16) < fwd.kchunk and wgt.kchunk_for(16) < wgt.kchunk
     assert fwd.jobs(fwd.kchunk_for(16)) > fwd.jobs(fwd.kchunk)
     rng = np.random.default_rng(C)
@@ -224,6 +224,11 @@ def test_forward_output_channel_chunks_match_reference(monkeypatch, tile_bytes, 
     impl.forward(x, w, b, y, 1.0, 0.0, 2)
     y_ref = _ref_y(x, w, pads, groups) + b[None, :, None, None]
     assert rel_err(y, y_ref) <= TOL[dtype]
+    # one thread takes all output-channel blocks in one job: the same sums, the same bits
+    y1 = np.empty_like(y)
+    impl.forward(x, w, b, y1, 1.0, 0.0, 1)
+    assert impl._fwd.kchunk_for(1) == impl._fwd.Kb
+    assert np.array_equal(y1, y)
     dy = rng.standard_normal(y.shape).astype(dtype)
     dx = np.empty_like(x)
     impl.backward_data(dy, w, dx, 1.0, 0.0, 2)
@@ -362,3 +367,31 @@ def test_peak_rss_stays_within_result_plus_reported_workspace(op):
     # and the workspace really is bounded: the packed operands (~1x the activations each)
     # plus cache-sized tile blocks, not the 4x of transforming every tile
     assert m["workspace"] < (2.6 if op == "backward_weight" else 1.4) * m["activations"], m
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_streamed_filter_transform_same_values(dtype, offset):
+    # A transformed filter above STREAM_FILTER_BYTES is stored around the caches where it
+    # starts on a vector boundary (a plain store elsewhere): the same values either way,
+    # through both gathers (contiguous filters and the data gradient's rotated view), with
+    # partial blocks of filters and channels.
+    from cconv import _workspace
+    from cconv.algorithms import winograd as wmod
+    geom = make_geometry((1, 45, 5, 5), (70, 45, 3, 3), padding=1, dtype=dtype)
+    impl = WinogradConvolution(geom)
+    rng = np.random.default_rng(offset)
+    w = rng.standard_normal((70, 45, 3, 3)).astype(dtype)
+    for problem, weight in ((impl._fwd, w), (impl._bwd, impl._rotated(w))):
+        size = problem.filter_size()
+        plain = np.full(size, np.nan, dtype)
+        assert wmod.transform_filter(problem, weight, 1, plain) is plain
+        raw = _workspace.aligned_empty(size + 1, dtype)
+        streamed = raw[offset:offset + size]
+        streamed[:] = np.nan
+        problem.stream_filter = True
+        try:
+            assert wmod.transform_filter(problem, weight, 2, streamed) is streamed
+        finally:
+            problem.stream_filter = False
+        assert np.array_equal(plain, streamed)

@@ -70,10 +70,12 @@ def pack_input(problem: TileProblem, x: Array, nthreads: int, ws: _Scope,
 
 def transform_filter(problem: TileProblem, w: Array, nthreads: int, U: Array) -> Optional[Array]:
     """``w`` (G*Kg, Cg, 3, 3) -> ``U [G][Kb][16][Cp][KB]`` (written into ``U``, returned);
-    None if ``w`` is not all finite."""
+    None if ``w`` is not all finite.  A ``U`` above ``schedule.STREAM_FILTER_BYTES`` is
+    stored around the caches where it starts on a 64-byte boundary (the workspace's and
+    ``_workspace.aligned_empty``'s buffers do)."""
     p = problem
     bad = getattr(kernels, f"transform_filter_{_CTYPE[p.dtype]}")(w, p.G, p.Cp, p.Kb, U,
-                                                                 nthreads)
+                                                                 nthreads, p.stream_filter)
     return None if bad else U
 
 
@@ -177,7 +179,7 @@ class WinogradConvolution(Algorithm):
     def prepare_weight(self, w: Array, nthreads: int) -> Optional[TransformedWeight]:
         """The transformed filter of ``w`` for :meth:`forward`, or None if not all finite."""
         U = transform_filter(self._fwd, w, nthreads,
-                             np.empty(self._fwd.filter_size(), self.geom.dtype))
+                             _workspace.aligned_empty(self._fwd.filter_size(), self.geom.dtype))
         return None if U is None else TransformedWeight(self.name, self.geom, U)
 
     def forward(self, x: Array, w: Array, bias: Optional[Array], y: Array, alpha: float,
@@ -340,7 +342,7 @@ def transformed_filters(geometry: ConvGeometry, weights: Sequence[Array], nthrea
     filters = []
     for w in weights:
         U = transform_filter(problem, algorithm._rotated(w) if data_gradient else w, nthreads,
-                             np.empty(problem.filter_size(), w.dtype))
+                             _workspace.aligned_empty(problem.filter_size(), w.dtype))
         if U is None:
             return None
         filters.append(U)

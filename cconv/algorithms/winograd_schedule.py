@@ -40,6 +40,14 @@ WEIGHT_L2_BYTES = 1024 * 1024
 # BIG_TILE_BYTES of transformed tiles (see TileProblem).
 BIG_FILTER_BYTES = 8 * 1024 * 1024
 BIG_TILE_BYTES = 4 * 1024 * 1024
+# A transformed filter above STREAM_FILTER_BYTES is stored around the caches (non-temporal
+# stores): beyond a core's L2 its lines were read for ownership only to be evicted before
+# the GEMMs read them.  Interleaved, AMD EPYC Zen 4 (AVX-512), float32, 8 images, ms,
+# plain stores / streamed (both with the filter transform's prefetch), 1 / 2 threads:
+# 512 channels 7x7 forward 19.4 / 18.5 and 13.6 / 11.4, data gradient 2t 13.2 / 11.0;
+# 256 channels 14x14 (a 4 MiB U) 12.6 / 12.1 and 7.2 / 6.6; 128 channels 28x28 (1 MiB)
+# 12.9 / 12.8 (1t): no gain where L2 holds it, so such filters keep plain stores.
+STREAM_FILTER_BYTES = 2 * 1024 * 1024
 # Upper bound for the per-split partial sums of backward-weight.
 PARTIAL_BYTES = 64 * 1024 * 1024
 # Jobs per thread below which a Winograd pass gives each job fewer output-channel blocks
@@ -130,6 +138,7 @@ class TileProblem:
         # sizes as the bounds check on the buffer they are given.
         self.scratch_per_thread = (matrices * (self.tblock * row + pad)
                                    + matrices * (self.tblock * self.KB + pad))
+        self.stream_filter = self.filter_size() * dtype.itemsize > STREAM_FILTER_BYTES
 
     def jobs(self, kchunk: int) -> int:
         """Parallel jobs of a forward call with ``kchunk`` output-channel blocks per job."""
@@ -137,11 +146,18 @@ class TileProblem:
         return self.G * blocks * -(-self.Kb // kchunk)
 
     def kchunk_for(self, nthreads: int) -> int:
-        """Output-channel blocks per forward job on ``nthreads`` threads: :attr:`kchunk`,
-        or fewer where its jobs are under ``FORWARD_JOBS_PER_THREAD * nthreads``.  Every
-        output element is summed over all channels in the same order whatever the chunk, so
-        the results are the same bits at any thread count; smaller chunks repeat the input
-        transform of their tile block once per chunk."""
+        """Output-channel blocks per forward job on ``nthreads`` threads: all of them on
+        one thread, else :attr:`kchunk`, or fewer where its jobs are under
+        ``FORWARD_JOBS_PER_THREAD * nthreads``.  Every output element is summed over all
+        channels in the same order whatever the chunk, so the results are the same bits at
+        any thread count; smaller chunks repeat the input transform of their tile block
+        once per chunk, which one thread has no use for.  ResNet-50 res5 (8x512x7x7, 4
+        chunks of 4 blocks for 8 jobs), one thread, interleaved, AMD EPYC Zen 4 (AVX-512):
+        forward 16.5 -> 13.6 ms (prepared weight), data gradient 19.7 -> 17.8 ms; on 2
+        threads one chunk measured within the noise (8.3 / 8.7, 12.8 / 12.2), so 2 threads
+        keep the job count."""
+        if nthreads <= 1:
+            return self.Kb
         return _chunk_for_threads(self.kchunk, self.Kb, self.jobs, FORWARD_JOBS_PER_THREAD,
                                   nthreads)
 
