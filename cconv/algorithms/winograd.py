@@ -74,8 +74,9 @@ def transform_filter(problem: TileProblem, w: Array, nthreads: int, U: Array) ->
     stored around the caches where it starts on a 64-byte boundary (the workspace's and
     ``_workspace.aligned_empty``'s buffers do)."""
     p = problem
-    bad = getattr(kernels, f"transform_filter_{_CTYPE[p.dtype]}")(w, p.G, p.Cp, p.Kb, U,
-                                                                 nthreads, p.stream_filter)
+    name = "transform_filter4" if p.tile == 4 else "transform_filter"
+    bad = getattr(kernels, f"{name}_{_CTYPE[p.dtype]}")(w, p.G, p.Cp, p.Kb, U, nthreads,
+                                                       p.stream_filter)
     return None if bad else U
 
 
@@ -106,10 +107,15 @@ def _run_packed(problem: TileProblem, packed: Array, U: Array, bias: Optional[Ar
     # Every scratch element a job reads it has written first (partial tile blocks
     # repeat their last row), so pooled garbage is never read.
     scratch = ws.empty(nthreads * p.scratch_per_thread, p.dtype)
-    run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
-    run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
-        p.kchunk_for(nthreads), scratch, y, NO_BIAS[p.dtype] if bias is None else bias, alpha, beta,
-        nthreads, ring, *origin)
+    args = (packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
+            p.kchunk_for(nthreads), scratch, y, NO_BIAS[p.dtype] if bias is None else bias,
+            alpha, beta, nthreads)
+    if p.tile == 4:
+        if ring is not None:
+            raise ValueError("F(4x4,3x3) writes no ring")
+        getattr(kernels, f"forward4_{_CTYPE[p.dtype]}")(*args)
+    else:
+        getattr(kernels, f"forward_{_CTYPE[p.dtype]}")(*args, ring, *origin)
 
 
 class WinogradConvolution(Algorithm):
@@ -163,6 +169,10 @@ class WinogradConvolution(Algorithm):
         self._fwd = schedule.forward_problem(geom)
         self._bwd = schedule.backward_data_problem(geom)
         self._wgt = schedule.weight_gradient_schedule(geom)
+        # F(4x4,3x3) where the schedule takes it (the public forward and data gradient; the
+        # ring-writing split data gradient and the 3-D stacks stay on F(2x2))
+        self._fwd4 = schedule.f4_problem(geom)
+        self._bwd4 = schedule.f4_problem(geom, data_gradient=True)
 
     def _direct(self) -> Algorithm:
         """The direct algorithm of this geometry: computes calls with NaN or Inf operands."""
@@ -171,15 +181,16 @@ class WinogradConvolution(Algorithm):
     def workspace_bytes(self, op: str, nthreads: int) -> int:
         """Bytes one call of ``op`` on ``nthreads`` threads allocates besides its result."""
         if op == "forward":
-            return int(self._fwd.workspace_bytes(nthreads))
+            return int((self._fwd4 or self._fwd).workspace_bytes(nthreads))
         if op == "backward_data":
-            return int(self._bwd.workspace_bytes(nthreads))
+            return int((self._bwd4 or self._bwd).workspace_bytes(nthreads))
         return int(self._wgt.workspace_items(nthreads) * self.geom.dtype.itemsize)
 
     def prepare_weight(self, w: Array, nthreads: int) -> Optional[TransformedWeight]:
         """The transformed filter of ``w`` for :meth:`forward`, or None if not all finite."""
-        U = transform_filter(self._fwd, w, nthreads,
-                             _workspace.aligned_empty(self._fwd.filter_size(), self.geom.dtype))
+        p = self._fwd4 or self._fwd
+        U = transform_filter(p, w, nthreads, _workspace.aligned_empty(p.filter_size(),
+                                                                      self.geom.dtype))
         return None if U is None else TransformedWeight(self.name, self.geom, U)
 
     def forward(self, x: Array, w: Array, bias: Optional[Array], y: Array, alpha: float,
@@ -188,14 +199,15 @@ class WinogradConvolution(Algorithm):
 
         ``prepared``: the result of :meth:`prepare_weight` for ``w``, or None."""
         U = None if prepared is None else prepared.data
-        if not run_forward(self._fwd, x, w, bias, y, alpha, beta, nthreads, U=U,
+        if not run_forward(self._fwd4 or self._fwd, x, w, bias, y, alpha, beta, nthreads, U=U,
                            maps=padding_maps(self.geom)):
             self._direct().forward(x, np.ascontiguousarray(w), bias, y, alpha, beta, nthreads)
 
     def backward_data(self, dy: Array, w: Array, dx: Array, alpha: float, beta: float,
                       nthreads: int, bias: Optional[Array] = None) -> None:
         """``dx = alpha * (conv_backward_data(dy, w) + bias) + beta * dx`` (logical NCHW)."""
-        if not run_forward(self._bwd, dy, self._rotated(w), bias, dx, alpha, beta, nthreads):
+        if not run_forward(self._bwd4 or self._bwd, dy, self._rotated(w), bias, dx, alpha, beta,
+                           nthreads):
             self._direct().backward_data(dy, np.ascontiguousarray(w), dx, alpha, beta, nthreads,
                                          bias=bias)
 

@@ -48,6 +48,23 @@ BIG_TILE_BYTES = 4 * 1024 * 1024
 # 256 channels 14x14 (a 4 MiB U) 12.6 / 12.1 and 7.2 / 6.6; 128 channels 28x28 (1 MiB)
 # 12.9 / 12.8 (1t): no gain where L2 holds it, so such filters keep plain stores.
 STREAM_FILTER_BYTES = 2 * 1024 * 1024
+# F(4x4,3x3) for the forward and data gradient (``f4_problem``): 36 products per 4x4 tile
+# against F(2x2)'s 16 per 2x2 tile, 0.56x where the output is a multiple of 4 pixels a
+# side; a 14x14 or 13x13 output wastes a quarter of its 4x4 tiles (0.73x).  Taken where
+# its products are at most F4_MAX_PRODUCTS of F(2x2)'s and its tiles (over the batch, per
+# group) at least F4_MIN_TILES: the filter transform (36 matrices against 16, each call)
+# needs that many tiles to pay.  Interleaved, AMD EPYC Zen 4 (AVX-512), float32, padding 1,
+# F(2x2) time over F(4x4) time, forward / data gradient, 1 thread then 2:
+#   8x64->64 56x56     1.43 / 1.45   1.31 / 1.50     8x128->128 28x28   1.58 / 1.62   1.43 / 1.38
+#   8x512->512 7x7     1.20 / 1.29   1.17 / 1.03     1x128->128 28x28   1.35 / 1.34   1.28 / 1.20
+#   2x64->64 224x224   1.60 / 1.57                   8x256->256 56x56   1.52 (forward, 1t)
+#   8x16->16 56x56     1.46 (forward, 1t)            8x64->128 28x28    1.49 (forward, 1t)
+# and not taken: 8x256->256 14x14 1.11 / 1.07, 1.00 / 0.96 (products 0.73x); 4x256 14x14
+# 1.11 (fwd 1t), 0.75 / 0.81; 1x256 14x14 0.78 / 0.94, 0.83 / 0.75; 4x512 7x7 (16 tiles)
+# 1.01 (fwd 1t), 0.89 / 0.93; 2x512 7x7 0.91 (fwd 1t).
+F4_ENABLED = True
+F4_MAX_PRODUCTS = 0.6
+F4_MIN_TILES = 32
 # Upper bound for the per-split partial sums of backward-weight.
 PARTIAL_BYTES = 64 * 1024 * 1024
 # Jobs per thread below which a Winograd pass gives each job fewer output-channel blocks
@@ -89,14 +106,17 @@ class TileProblem:
 
     def __init__(self, N: int, G: int, Cg: int, H: int, W: int, Kg: int, pads: Pads,
                  dtype: np.dtype[Any], tile_bytes: Optional[int] = None, min_blocks: int = 8,
-                 tile_channels: Optional[int] = None, matrices: int = 16,
-                 budget_extra: int = 0) -> None:
+                 tile_channels: Optional[int] = None, matrices: Optional[int] = None,
+                 budget_extra: int = 0, tile: int = 2) -> None:
         (pt, pb), (pl, pr) = pads
         self.N, self.G, self.Cg, self.Kg, self.dtype = N, G, Cg, Kg, dtype
         self.pt, self.pl = pt, pl
+        # F(tile x tile, 3x3): 2 or 4 output pixels a side, (tile + 2)^2 transformed matrices
+        self.tile, self.points = tile, (tile + 2) ** 2
+        matrices = self.points if matrices is None else matrices
         self.OH, self.OW = H + pt + pb - 2, W + pl + pr - 2
-        self.tH, self.tW = -(-self.OH // 2), -(-self.OW // 2)
-        self.Hp, self.Wp = 2 * self.tH + 2, 2 * self.tW + 2
+        self.tH, self.tW = -(-self.OH // tile), -(-self.OW // tile)
+        self.Hp, self.Wp = tile * self.tH + 2, tile * self.tW + 2
         vl = kernels.VECTOR_LENGTH[dtype.name]
         self.KB = 2 * vl
         self.Kb = -(-Kg // self.KB)
@@ -125,7 +145,7 @@ class TileProblem:
         # Measured at 2 threads: vgg16.conv4_2 forward 116-124 -> 89-92 ms, res5 15.3 ->
         # 12.9 ms; at 256 channels (U = 4 MiB) bigger blocks were slower (res4 6.5 -> 7.0).
         self.kchunk = self.Kb
-        u_group = 16 * self.Cp * self.Kb * self.KB * dtype.itemsize
+        u_group = self.points * self.Cp * self.Kb * self.KB * dtype.itemsize
         if tile_channels is None and u_group > BIG_FILTER_BYTES:
             row_groups = -(-total // rows)
             per_block = max(1, min(16, BIG_TILE_BYTES // per_rows))
@@ -166,8 +186,8 @@ class TileProblem:
         return self.N * self.G * self.ncb * self.Hp * self.Wp * self.block
 
     def filter_size(self) -> int:
-        """Elements of the transformed filter ``U [G][Kb][16][Cp][KB]``."""
-        return self.G * self.Kb * 16 * self.Cp * self.KB
+        """Elements of the transformed filter ``U [G][Kb][points][Cp][KB]``."""
+        return self.G * self.Kb * self.points * self.Cp * self.KB
 
     # Backward-weight's operands: dy packed in blocks of KB output channels, and the 16
     # transformed-gradient matrices of one split (the same shape as the transformed filter).
@@ -187,21 +207,38 @@ class TileProblem:
 
 
 
-def forward_problem(geom: ConvGeometry) -> TileProblem:
-    """The forward pass of ``geom`` as a :class:`TileProblem`."""
+def forward_problem(geom: ConvGeometry, tile: int = 2) -> TileProblem:
+    """The forward pass of ``geom`` as a :class:`TileProblem` of F(tile x tile, 3x3)."""
     g = geom
-    return TileProblem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype)
+    return TileProblem(g.N, g.groups, g.Cg, g.H, g.W, g.Kg, g.pads, g.dtype, tile=tile)
 
 
-def backward_data_problem(geom: ConvGeometry) -> TileProblem:
+def backward_data_problem(geom: ConvGeometry, tile: int = 2) -> TileProblem:
     """Backward-data of ``geom`` as the forward :class:`TileProblem` it is: ``dy`` convolved
     with the rotated filter, channel roles swapped, padded by ``2 - pad`` (negative: crop)."""
     g = geom
     (pt, pb), (pl, pr) = g.pads
     problem = TileProblem(g.N, g.groups, g.Kg, g.OH, g.OW, g.Cg,
-                          ((2 - pt, 2 - pb), (2 - pl, 2 - pr)), g.dtype)
+                          ((2 - pt, 2 - pb), (2 - pl, 2 - pr)), g.dtype, tile=tile)
     assert (problem.OH, problem.OW) == (g.H, g.W)
     return problem
+
+
+def f4_problem(geom: ConvGeometry, data_gradient: bool = False) -> Optional[TileProblem]:
+    """The F(4x4,3x3) :class:`TileProblem` of the forward (or data gradient) of ``geom``
+    where it is taken, else None (F(2x2,3x3)): packed channel blocks of whole vectors,
+    4x4 tiles that fit the output (``F4_MAX_PRODUCTS``) and enough of them per group to
+    pay for the larger filter transform (``F4_MIN_TILES``)."""
+    if not F4_ENABLED:
+        return None
+    make = backward_data_problem if data_gradient else forward_problem
+    p4, p2 = make(geom, tile=4), make(geom)
+    vl = kernels.VECTOR_LENGTH[p4.dtype.name]
+    tiles4, tiles2 = p4.N * p4.tH * p4.tW, p2.N * p2.tH * p2.tW
+    if (p4.block % vl or tiles4 < F4_MIN_TILES
+            or 36 * tiles4 > F4_MAX_PRODUCTS * 16 * tiles2):
+        return None
+    return p4
 
 
 @dataclass(frozen=True)
