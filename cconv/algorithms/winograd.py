@@ -1,7 +1,10 @@
-"""Winograd F(2x2,3x3) convolution: forward, backward-data, backward-weight.
+"""Winograd convolution, F(2x2,3x3) and F(4x4,3x3): forward, backward-data, backward-weight.
 
 Forward (Lavin & Gray): ``Y = A^T [(G g G^T) * (B^T d B)] A`` on overlapping 4x4 input tiles
-``d`` giving 2x2 output tiles.  The filter transform ``U = G g G^T`` runs once per call on
+``d`` giving 2x2 output tiles; or, where ``winograd_schedule.f4_problem`` takes it, 6x6
+tiles giving 4x4 (F(4x4,3x3), ``cconv/_kernels/_winograd4.pxi.tp``: 36 products per 16
+output pixels, 0.56x F(2x2)'s, for a transformed filter 2.25x the size and a float32 error
+about 20x F(2x2)'s), for the forward and the data gradient.  The filter transform ``U = G g G^T`` runs once per call on
 vectors of 32 filters (parallel over blocks of (output channels, 8 input channels)), or once
 per ``ConvPlan.prepare_weight``; the input transform, the 16 channel-reduction GEMMs and the
 output transform run fused per block of tiles in ``cconv._kernels._winograd_<isa>`` (Cython, OpenMP
@@ -119,7 +122,8 @@ def _run_packed(problem: TileProblem, packed: Array, U: Array, bias: Optional[Ar
 
 
 class WinogradConvolution(Algorithm):
-    """Winograd F(2x2,3x3) convolution of one geometry (3x3 kernel, stride 1, dilation 1).
+    """Winograd convolution of one geometry (3x3 kernel, stride 1, dilation 1): F(2x2,3x3),
+    and F(4x4,3x3) for the forward and data gradient where the schedule takes it.
 
     Any padding (asymmetric, or larger than 2 on backward-data, which then crops), any
     spatial size (partial edge tiles), groups and depthwise (run as groups of one channel:
@@ -129,8 +133,9 @@ class WinogradConvolution(Algorithm):
     max |error| / max |reference| in float32 (padding 1): forward 1.9e-7 (C = K = 16,
     28x28) rising to 1.1e-6 (C = K = 512, 8x8), backward-data 1.9e-7 .. 8.7e-7,
     backward-weight 3.2e-7 .. 1.3e-6; the direct kernel measures 3.7e-7 .. 3.2e-6 on the
-    same cases.  Bound asserted by the tests: 1e-4 at C = K = 256 and 512, 1e-5 on the
-    shape sweep (float32), 1e-12 in float64.
+    same cases.  F(4x4,3x3): 1e-6 .. 8e-6 at 16 to 80 channels, 1.6e-5 .. 2.1e-5 at 512
+    (batch 1, 7x7).  Bound asserted by the tests: 1e-4 at C = K = 256 and 512, 1e-5 on the
+    shape sweep (float32; F(4x4)'s 3e-5), 1e-12 in float64.
 
     Speed (effective GFLOP/s = direct FLOPs / time; ratio to the direct kernel and to
     PyTorch 2.13 in the same process, 2 threads, float32, on a shared 2-core AVX-512 VM

@@ -61,7 +61,9 @@ STREAM_FILTER_BYTES = 2 * 1024 * 1024
 #   8x16->16 56x56     1.46 (forward, 1t)            8x64->128 28x28    1.49 (forward, 1t)
 # and not taken: 8x256->256 14x14 1.11 / 1.07, 1.00 / 0.96 (products 0.73x); 4x256 14x14
 # 1.11 (fwd 1t), 0.75 / 0.81; 1x256 14x14 0.78 / 0.94, 0.83 / 0.75; 4x512 7x7 (16 tiles)
-# 1.01 (fwd 1t), 0.89 / 0.93; 2x512 7x7 0.91 (fwd 1t).
+# 1.01 (fwd 1t), 0.89 / 0.93; 2x512 7x7 0.91 (fwd 1t).  The AVX2 kernels on the same CPU
+# (CCONV_SIMD=avx2): 8x128 28x28 1.28 / 1.46, 1.32 / 1.42; 8x512 7x7 1.21 / 1.14, 1.05 /
+# 1.13; 8x64 56x56 1.36 / 1.34 (1t); 1x128 28x28 1.05 / 1.19 (1t).
 F4_ENABLED = True
 F4_MAX_PRODUCTS = 0.6
 F4_MIN_TILES = 32
