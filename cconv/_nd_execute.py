@@ -571,7 +571,10 @@ def _taps_packed_once(geom: NdGeometry, ops: Ops2d, op: str, src_dm: Array, w: A
     ``src_dm`` slices packed once for all taps (``winograd.slice_range_forward``) instead of
     once per tap that reads them: the number of images done (0 where that does not apply;
     it stops before an image that is not all finite), written as :func:`_accumulate`
-    writes them.  The same bits as the tap loop.
+    writes them.  The same bits as the tap loop where its 2-D calls take the stack's
+    Winograd tile size (``winograd.stack_tile``: F(4x4,3x3) or F(2x2,3x3)); a range of
+    slices whose tiles and the whole stack's fall on either side of the schedule's
+    ``F4_MIN_TILES`` can differ, within F(4x4)'s error.
 
     Measured (AMD EPYC Zen 5, AVX-512, float32, interleaved with the tap loop in one
     process, medians of 7, NCDHW / NDHWC): C3D's 64-channel layer (2x16x56x56) forward
@@ -589,7 +592,12 @@ def _taps_packed_once(geom: NdGeometry, ops: Ops2d, op: str, src_dm: Array, w: A
     weights = [weight_tap(w, tap, geom.weight_layout) for tap, _, _ in pairs]
     if channels_last(geom.weight_layout):  # (R, S, C/g, K) -> (K, C/g, R, S)
         weights = [wt.transpose(3, 2, 0, 1) for wt in weights]
-    filters = winograd.transformed_filters(impl.geom, weights, nthreads, data_gradient)
+
+    def slices_2d(n: int) -> Any:
+        return tap_geometry_2d(geom, n).kernel_geometry
+
+    tile = winograd.stack_tile(slices_2d, src_dm.shape[1], data_gradient)
+    filters = winograd.transformed_filters(impl.geom, weights, nthreads, data_gradient, tile)
     if filters is None:
         return 0
     U = {tap: filters[k] for k, (tap, _, _) in enumerate(pairs)}
@@ -601,9 +609,8 @@ def _taps_packed_once(geom: NdGeometry, ops: Ops2d, op: str, src_dm: Array, w: A
             x, y = x.transpose(0, 3, 1, 2), y.transpose(0, 3, 1, 2)
         calls = [(p[1], U[p[0]], bias if p is first else None, y[p[2]],
                   beta0 if p is first else 1.0) for p in order]
-        if not winograd.slice_range_forward(
-                lambda n: tap_geometry_2d(geom, n).kernel_geometry, x, calls, alpha, nthreads,
-                data_gradient):
+        if not winograd.slice_range_forward(slices_2d, x, calls, alpha, nthreads,
+                                            data_gradient, tile):
             return i
     return geom.N
 

@@ -312,8 +312,11 @@ class Conv3dPlan(_NdPlan):
             return (g.spatial[0] * p.packed_input_size()
                     + g.out_spatial[0] * p.packed_grad_size()
                     + int(np.prod(g.weight_shape()))) * item
-        problem, slices = ((one._bwd, g.out_spatial[0]) if op == "backward_data"
-                           else (one._fwd, g.spatial[0]))
+        data_gradient = op == "backward_data"
+        slices = g.out_spatial[0] if data_gradient else g.spatial[0]
+        tile = winograd.stack_tile(lambda n: tap_geometry_2d(g, n).kernel_geometry, slices,
+                                   data_gradient)
+        problem = winograd._tile_problem(one, data_gradient, tile)
         return (slices * problem.packed_input_size() + g.kernel[0] * problem.filter_size()) * item
 
     def forward(self, x: Any, weight: Any, bias: Any = None, out: Optional[Array] = None, *,

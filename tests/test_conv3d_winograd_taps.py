@@ -29,9 +29,9 @@ def shared_calls():
     calls = []
     original = winograd.slice_range_forward
 
-    def counting(geometry, x, taps, alpha, nthreads, data_gradient=False):
+    def counting(geometry, x, taps, alpha, nthreads, data_gradient=False, tile=2):
         calls.append(len(taps))
-        return original(geometry, x, taps, alpha, nthreads, data_gradient)
+        return original(geometry, x, taps, alpha, nthreads, data_gradient, tile)
 
     winograd.slice_range_forward = counting
     try:

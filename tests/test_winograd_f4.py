@@ -186,3 +186,50 @@ def test_kernel_rejects_mismatched_buffers():
         wrong[index] = bad
         with pytest.raises(ValueError, match=message):
             kernels.forward4_float(*wrong)
+
+
+@pytest.mark.parametrize("pss", ["forward", "backward_data"])
+@pytest.mark.parametrize("layout", ["NCDHW", "NDHWC"])
+def test_3d_stacks_on_f4_match_reference_and_tap_loop(f4_everywhere, monkeypatch, pss, layout):
+    # A 3-D pass whose depth taps run 2-D Winograd packs each image's slices once for all
+    # taps (winograd.slice_range_forward); on F(4x4) (winograd.stack_tile) it gives the
+    # reference's numbers and the per-tap loop's bits (the same kernel on the same tiles).
+    from cconv import _nd_execute
+    from cconv.algorithms import winograd
+    from support.reference_nd import ref_backward_data as ref_dx3
+    from support.reference_nd import ref_conv as ref_y3
+    from support.reference_nd import (from_channels_last, resolve_padding, to_channels_last,
+                                      weight_to_last)
+    rng = np.random.default_rng(7)
+    C, K = 2 * kernels.VECTOR_LENGTH["float32"], 40
+    # the packed-once path needs a depth tap that reaches every slice it writes
+    kw = (dict(padding=((1, 2), (1, 1), (0, 1)), dilation=(2, 1, 1)) if pss == "forward"
+          else dict(padding=((1, 1), (1, 1), (0, 1)), dilation=1))
+    x = rng.standard_normal((2, C, 6, 9, 10)).astype(np.float32)
+    w = rng.standard_normal((K, C, 3, 3, 3)).astype(np.float32)
+    plan = cconv.plan_conv3d(x.shape, w.shape, algo="winograd", **kw)
+    dy = rng.standard_normal(plan.output_shape).astype(np.float32)
+    tiles = []
+    stack_tile = winograd.stack_tile
+    monkeypatch.setattr(winograd, "stack_tile", lambda *a: tiles.append(stack_tile(*a))
+                        or tiles[-1])
+
+    def run():
+        xs, dys, ws, kws = x, dy, w, kw
+        if layout == "NDHWC":
+            xs, dys, ws = to_channels_last(x), to_channels_last(dy), weight_to_last(w)
+            kws = dict(kw, layout="NDHWC", weight_layout="DHWIO")
+        if pss == "forward":
+            got = cconv.conv3d(xs, ws, algo="winograd", **kws)
+        else:
+            got = cconv.conv3d_backward_data(dys, ws, xs.shape, algo="winograd", **kws)
+        return np.ascontiguousarray(from_channels_last(got)) if layout == "NDHWC" else got
+
+    got = run()
+    assert tiles and set(tiles) == {4}          # the packed-once path ran on F(4x4)
+    pads = resolve_padding(kw["padding"], x.shape[2:], w.shape[2:], 1, kw["dilation"])
+    common = dict(pads=pads, dilation=kw["dilation"], groups=1)
+    want = ref_y3(x, w, **common) if pss == "forward" else ref_dx3(dy, w, x.shape, **common)
+    assert rel_err(got, want) <= TOL[np.float32]
+    monkeypatch.setattr(_nd_execute, "_taps_packed_once", lambda *args: 0)
+    np.testing.assert_array_equal(run(), got)

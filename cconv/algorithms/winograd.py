@@ -4,13 +4,14 @@ Forward (Lavin & Gray): ``Y = A^T [(G g G^T) * (B^T d B)] A`` on overlapping 4x4
 ``d`` giving 2x2 output tiles; or, where ``winograd_schedule.f4_problem`` takes it, 6x6
 tiles giving 4x4 (F(4x4,3x3), ``cconv/_kernels/_winograd4.pxi.tp``: 36 products per 16
 output pixels, 0.56x F(2x2)'s, for a transformed filter 2.25x the size and a float32 error
-about 20x F(2x2)'s), for the forward and the data gradient.  The filter transform ``U = G g G^T`` runs once per call on
-vectors of 32 filters (parallel over blocks of (output channels, 8 input channels)), or once
-per ``ConvPlan.prepare_weight``; the input transform, the 16 channel-reduction GEMMs and the
-output transform run fused per block of tiles in ``cconv._kernels._winograd_<isa>`` (Cython, OpenMP
-``prange`` over (image, group, tile block), GEMM register-tiled with GCC vector types).  The
-GEMM is done in Cython, not BLAS: a BLAS call between ``prange`` regions competes with the
-OpenMP workers still spinning after a region (a NumPy GEMM measured 169 -> 31 GFLOP/s on 2
+about 20x F(2x2)'s), for the forward and the data gradient.  The filter transform
+``U = G g G^T`` runs once per call on vectors of 32 filters (parallel over blocks of (output
+channels, 8 input channels)), or once per ``ConvPlan.prepare_weight``; the input transform,
+the channel-reduction GEMMs (one per transformed matrix) and the output transform run fused
+per block of tiles in ``cconv._kernels._winograd_<isa>`` (Cython, OpenMP ``prange`` over
+(image, group, tile block), GEMM register-tiled with GCC vector types).  The GEMM is done
+in Cython, not BLAS: a BLAS call between ``prange`` regions competes with the OpenMP
+workers still spinning after a region (a NumPy GEMM measured 169 -> 31 GFLOP/s on 2
 threads that way), and it would need the 16 transformed matrices of the whole batch in memory.
 
 Backward-data of a 3x3 stride-1 convolution is the forward convolution of ``dy`` with the
@@ -175,7 +176,8 @@ class WinogradConvolution(Algorithm):
         self._bwd = schedule.backward_data_problem(geom)
         self._wgt = schedule.weight_gradient_schedule(geom)
         # F(4x4,3x3) where the schedule takes it (the public forward and data gradient; the
-        # ring-writing split data gradient and the 3-D stacks stay on F(2x2))
+        # ring-writing split data gradient stays on F(2x2), and the 3-D stacks decide for
+        # the whole stack: stack_tile)
         self._fwd4 = schedule.f4_problem(geom)
         self._bwd4 = schedule.f4_problem(geom, data_gradient=True)
 
@@ -345,17 +347,31 @@ def slice_range_weight_gradients(geometry: Callable[[int], ConvGeometry], dy: Ar
     return grads
 
 
-def _tile_problem(algorithm: WinogradConvolution, data_gradient: bool) -> TileProblem:
-    return algorithm._bwd if data_gradient else algorithm._fwd
+def _tile_problem(algorithm: WinogradConvolution, data_gradient: bool,
+                  tile: int = 2) -> TileProblem:
+    if tile == 2:
+        return algorithm._bwd if data_gradient else algorithm._fwd
+    make = schedule.backward_data_problem if data_gradient else schedule.forward_problem
+    return make(algorithm.geom, tile=tile)
+
+
+def stack_tile(geometry: Callable[[int], ConvGeometry], slices: int,
+               data_gradient: bool = False) -> int:
+    """The Winograd tile size (2 or 4) of :func:`transformed_filters` and
+    :func:`slice_range_forward` on a stack of ``slices`` slices: F(4x4,3x3) where the
+    schedule takes it for the 2-D pass of the whole stack (``geometry(slices)``), so every
+    range of the stack runs one tile size and one transformed filter serves them all."""
+    return 4 if schedule.f4_problem(geometry(slices), data_gradient) is not None else 2
 
 
 def transformed_filters(geometry: ConvGeometry, weights: Sequence[Array], nthreads: int,
-                        data_gradient: bool = False) -> Optional[List[Array]]:
+                        data_gradient: bool = False, tile: int = 2) -> Optional[List[Array]]:
     """The transformed filter of each of ``weights`` (``geometry``'s weight shape) for
-    :func:`slice_range_forward` (``data_gradient``: for the data gradient's forward, the
-    filters rotated), or None where one is not all finite."""
+    :func:`slice_range_forward` with tiles of ``tile`` pixels a side (:func:`stack_tile`;
+    ``data_gradient``: for the data gradient's forward, the filters rotated), or None where
+    one is not all finite."""
     algorithm = WinogradConvolution(geometry)
-    problem = _tile_problem(algorithm, data_gradient)
+    problem = _tile_problem(algorithm, data_gradient, tile)
     filters = []
     for w in weights:
         U = transform_filter(problem, algorithm._rotated(w) if data_gradient else w, nthreads,
@@ -368,7 +384,8 @@ def transformed_filters(geometry: ConvGeometry, weights: Sequence[Array], nthrea
 
 def slice_range_forward(geometry: Callable[[int], ConvGeometry], x: Array,
                         calls: Sequence[Tuple[slice, Array, Optional[Array], Array, float]],
-                        alpha: float, nthreads: int, data_gradient: bool = False) -> bool:
+                        alpha: float, nthreads: int, data_gradient: bool = False,
+                        tile: int = 2) -> bool:
     """Several Winograd forwards (or data gradients) of ranges of a stack of slices, the
     stack packed once for all of them.
 
@@ -391,6 +408,9 @@ def slice_range_forward(geometry: Callable[[int], ConvGeometry], x: Array,
     nthreads : int
     data_gradient : bool
         Compute data gradients (the forward of ``x`` with the rotated filters).
+    tile : int
+        2 or 4: F(2x2,3x3) or F(4x4,3x3), as the filters were transformed
+        (:func:`stack_tile`).
 
     Returns
     -------
@@ -400,7 +420,7 @@ def slice_range_forward(geometry: Callable[[int], ConvGeometry], x: Array,
     algorithm = _by_slice_count(geometry)
 
     def of(slices: int) -> TileProblem:
-        return _tile_problem(algorithm(slices), data_gradient)
+        return _tile_problem(algorithm(slices), data_gradient, tile)
 
     with _workspace.scope() as ws:
         packed = pack_input(of(x.shape[0]), x, nthreads, ws)
