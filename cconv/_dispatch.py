@@ -26,6 +26,7 @@ from .algorithms import ALGORITHMS, depthwise_blocked, implementation, usable, w
 from .algorithms import OPS as OPS  # part of this module's interface (callers check ``op``)
 from .algorithms.direct import runs_on_rows
 from .algorithms.gemm import pointwise
+from .algorithms.winograd_schedule import f4_problem
 
 if TYPE_CHECKING:
     from ._geometry import ConvGeometry
@@ -83,6 +84,21 @@ WINOGRAD_MEASUREMENTS = (
     ("backward_weight", 64, 8, None, (1.4, 2.3), "suite"),
     ("all", 1, 8, 56, (0.05, 0.1), "suite"),  # depthwise (one channel per group)
 )
+
+
+# Direct / Winograd time ratios (> 1: Winograd faster) where Winograd runs F(4x4,3x3)
+# (``winograd_schedule.f4_problem``) below the F(2x2) rule's channel counts: float32, C = K,
+# padding 1, interleaved, AMD EPYC Zen 4, forward / backward-data.  Columns: layer, AVX-512
+# kernels 1 thread, 2 threads, AVX2 kernels (``CCONV_SIMD=avx2``) 1 thread, 2 threads.
+F4_AUTO_MEASUREMENTS = (
+    ("8x16 56x56", (2.13, 2.35), (2.17, 2.23), (2.09, 2.20), (2.22, 3.01)),
+    ("1x16 56x56", (2.28, 2.20), (1.85, 1.94), (1.86, 2.21), None),
+    ("8x16 28x28", (2.83, 2.42), (1.95, 2.15), None, None),
+    ("2x16 112x112", (1.75, 2.51), (2.34, 2.19), None, None),
+    ("8x16 8x8", (1.87, 1.85), (1.19, 1.54), (1.27, 1.32), None),
+    ("8x32 7x7", (1.76, 1.61), (1.20, 1.12), (1.47, 1.16), (1.12, 1.26)),
+)
+F4_AUTO_MIN_CHANNELS = 16
 
 
 # Depthwise-kernel / direct time ratios (> 1: depthwise kernels faster), float32, NCHW,
@@ -245,7 +261,8 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
 
     Winograd (3x3 stride-1 dilation-1 layers) for forward and backward-data with at least
     32 input and output channels per group and 14x14 output pixels per image (7x7 from 64
-    channels); for backward-weight with at least 64 channels per group, 32 with at least
+    channels), or from :data:`F4_AUTO_MIN_CHANNELS` where it runs F(4x4,3x3)
+    (1.1-3.0x the direct kernel there, :data:`F4_AUTO_MEASUREMENTS`); for backward-weight with at least 64 channels per group, 32 with at least
     1024 output pixels over the batch, or 16 with at least 4096.  Otherwise the first
     usable algorithm in registry order (direct).  The thresholds separate the rows of
     :data:`WINOGRAD_MEASUREMENTS` where Winograd won from those where it did not.
@@ -330,6 +347,9 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
                 return "winograd"
         elif channels >= 32 and (pixels >= 14 * 14 or (channels >= 64 and pixels >= 7 * 7)):
             return "winograd"
+        elif (channels >= F4_AUTO_MIN_CHANNELS
+              and f4_problem(geom, op == "backward_data") is not None):
+            return "winograd"  # F4_AUTO_MEASUREMENTS
     return candidates[0]
 
 

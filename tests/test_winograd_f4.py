@@ -233,3 +233,29 @@ def test_3d_stacks_on_f4_match_reference_and_tap_loop(f4_everywhere, monkeypatch
     assert rel_err(got, want) <= TOL[np.float32]
     monkeypatch.setattr(_nd_execute, "_taps_packed_once", lambda *args: 0)
     np.testing.assert_array_equal(run(), got)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "circular", "replicate"])
+def test_padding_modes_on_f4(f4_everywhere, mode):
+    # The forward builds a padding mode as it packs the input (for F(4x4)'s taller packed
+    # planes too); the data gradient's split path stays on F(2x2): both against the
+    # reference on the input padded by numpy.pad.
+    rng = np.random.default_rng(9)
+    C, K = 2 * kernels.VECTOR_LENGTH["float64"], 24
+    x = rng.standard_normal((2, C, 9, 7))
+    w = rng.standard_normal((K, C, 3, 3))
+    np_mode = {"reflect": "reflect", "circular": "wrap", "replicate": "edge"}[mode]
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 1), (1, 1)), mode=np_mode)
+    y = cconv.conv2d(x, w, padding=((2, 1), (1, 1)), padding_mode=mode, algo="winograd")
+    assert rel_err(y, ref_conv2d(padded, w, None, 1, ((0, 0), (0, 0)), 1, 1)) <= 1e-12
+    dy = rng.standard_normal(y.shape)
+    dx = cconv.conv2d_backward_data(dy, w, x.shape, padding=((2, 1), (1, 1)),
+                                    padding_mode=mode, algo="winograd")
+    dpad = ref_backward_data(dy, w, padded.shape, 1, ((0, 0), (0, 0)), 1, 1)
+    want = np.zeros_like(x)       # fold the padded gradient onto the pixels it copies
+    rows = np.pad(np.arange(9), (2, 1), mode=np_mode)
+    cols = np.pad(np.arange(7), (1, 1), mode=np_mode)
+    for i, r in enumerate(rows):
+        for j, c in enumerate(cols):
+            want[:, :, r, c] += dpad[:, :, i, j]
+    assert rel_err(dx, want) <= 1e-12
