@@ -261,11 +261,12 @@ def heuristic(geom: ConvGeometry, op: str) -> str:
 
     Winograd (3x3 stride-1 dilation-1 layers) for forward and backward-data with at least
     32 input and output channels per group and 14x14 output pixels per image (7x7 from 64
-    channels), or from :data:`F4_AUTO_MIN_CHANNELS` where it runs F(4x4,3x3)
-    (1.1-3.0x the direct kernel there, :data:`F4_AUTO_MEASUREMENTS`); for backward-weight with at least 64 channels per group, 32 with at least
-    1024 output pixels over the batch, or 16 with at least 4096.  Otherwise the first
-    usable algorithm in registry order (direct).  The thresholds separate the rows of
-    :data:`WINOGRAD_MEASUREMENTS` where Winograd won from those where it did not.
+    channels), or from :data:`F4_AUTO_MIN_CHANNELS` where it runs F(4x4,3x3) (1.1-3.0x
+    the direct kernel there, :data:`F4_AUTO_MEASUREMENTS`); for backward-weight with at
+    least 64 channels per group, 32 with at least 1024 output pixels over the batch, or 16
+    with at least 4096.  Otherwise the first usable algorithm in registry order (direct).
+    The thresholds separate the rows of :data:`WINOGRAD_MEASUREMENTS` where Winograd won
+    from those where it did not.
 
     The direct algorithm for forward and backward-data of long one-row problems (lifted 1-D
     convolutions, see ``algorithms.direct.runs_on_rows``) with at least
