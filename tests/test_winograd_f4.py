@@ -178,14 +178,18 @@ def test_kernel_rejects_mismatched_buffers():
     y = np.zeros((1, 32, 8, 8), np.float32)
     args = [packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
             p.kchunk, scratch, y, np.zeros(0, np.float32), 1.0, 0.0, 1]
-    kernels.forward4_float(*args)             # the right sizes run
+    kernels.forward_float(*args, tile=4)      # the right sizes run
     for index, bad, message in [(0, packed[1:], "packed input"), (9, U[1:], "transformed"),
                                 (14, scratch[:10], "scratch"),
                                 (15, np.zeros((1, 32, 9, 8), np.float32), "output")]:
         wrong = list(args)
         wrong[index] = bad
         with pytest.raises(ValueError, match=message):
-            kernels.forward4_float(*wrong)
+            kernels.forward_float(*wrong, tile=4)
+    with pytest.raises(ValueError, match="no ring"):
+        kernels.forward_float(*args, ring=np.zeros_like(y), tile=4)
+    with pytest.raises(ValueError, match="tile"):
+        kernels.forward_float(*args, tile=3)
 
 
 @pytest.mark.parametrize("pss", ["forward", "backward_data"])

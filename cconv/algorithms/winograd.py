@@ -111,15 +111,10 @@ def _run_packed(problem: TileProblem, packed: Array, U: Array, bias: Optional[Ar
     # Every scratch element a job reads it has written first (partial tile blocks
     # repeat their last row), so pooled garbage is never read.
     scratch = ws.empty(nthreads * p.scratch_per_thread, p.dtype)
-    args = (packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
-            p.kchunk_for(nthreads), scratch, y, NO_BIAS[p.dtype] if bias is None else bias,
-            alpha, beta, nthreads)
-    if p.tile == 4:
-        if ring is not None:
-            raise ValueError("F(4x4,3x3) writes no ring")
-        getattr(kernels, f"forward4_{_CTYPE[p.dtype]}")(*args)
-    else:
-        getattr(kernels, f"forward_{_CTYPE[p.dtype]}")(*args, ring, *origin)
+    run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
+    run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
+        p.kchunk_for(nthreads), scratch, y, NO_BIAS[p.dtype] if bias is None else bias, alpha,
+        beta, nthreads, ring, *origin, tile=p.tile)
 
 
 class WinogradConvolution(Algorithm):
