@@ -1,4 +1,5 @@
-"""Sizes and job layouts of Winograd F(2x2,3x3): how a pass is cut into cache-sized jobs.
+"""Sizes and job layouts of Winograd F(2x2,3x3) and F(4x4,3x3): how a pass is cut into
+cache-sized jobs, and which tile size the forward and data gradient take (``f4_problem``).
 
 Everything here is arithmetic on shapes, done once per geometry; nothing touches data.  The
 kernels (``cconv/_kernels/_winograd.pyx.tp``) receive these sizes and check them against the
@@ -7,8 +8,9 @@ buffers they are given.
 Glossary (the kernels use the same names):
 
 =========  ===========================================================================
-``tH/tW``  2x2 output tiles per image along height / width (partial edge tiles included)
-``Hp/Wp``  packed (zero-padded) input height / width: ``2 * tiles + 2``
+``tile``   output pixels a tile side (2 or 4); ``points``: its ``(tile + 2)^2`` matrices
+``tH/tW``  output tiles per image along height / width (partial edge tiles included)
+``Hp/Wp``  packed (zero-padded) input height / width: ``tile * tiles + 2``
 ``KB``     output channels per GEMM column block: two vectors (``2 * VL``)
 ``Kb``     number of such output-channel blocks per group
 ``block``  input channels per packed channel block (all of a small group, else ``VL``)
