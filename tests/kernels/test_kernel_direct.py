@@ -195,6 +195,24 @@ def test_backward_data(kmods, name, target, scaling, dtype, rtol):
 
 @pytest.mark.parametrize("name", sorted(GEOMETRIES))
 def test_backward_weight(kmods, name, dtype, rtol):
+    _check_backward_weight(kmods, name, dtype, rtol)
+
+
+@pytest.mark.parametrize("name", sorted(GEOMETRIES))
+def test_backward_weight_in_one_pixel_pieces(kmods, name, dtype, rtol, monkeypatch):
+    """The reduction cut into as many pieces as it has (image, pixel) pairs: each piece's
+    partial sum is written, and the pieces add up to the gradient."""
+    monkeypatch.setattr(direct_schedule, "REDUCTION_PIECE_BYTES", 1)
+    monkeypatch.setattr(direct_schedule, "REDUCTION_PIECE_MIN_PIXELS", 1)
+    monkeypatch.setattr(direct_schedule, "REDUCTION_PARTIALS_BYTES", 1 << 40)
+    g = _geometry(name, dtype)
+    p = direct_schedule.backward_weight(g, kmods.tiles.VECTOR_LENGTH[dtype.name],
+                                        kmods.tiles.TILE_ROWS)
+    assert p.info.splits == g.N * g.OH * g.OW
+    _check_backward_weight(kmods, name, dtype, rtol)
+
+
+def _check_backward_weight(kmods, name, dtype, rtol):
     tiles, g = kmods.tiles, _geometry(name, dtype)
     vl = tiles.VECTOR_LENGTH[dtype.name]
     rng = np.random.default_rng(22)
@@ -233,3 +251,28 @@ def test_geometries_cover_every_tile_kind(kmods, dtype):
         kinds.add(direct_schedule.backward_data(g, vl, tiles.TILE_ROWS).kind)
         kinds.add(direct_schedule.backward_weight(g, vl, tiles.TILE_ROWS).kind)
     assert kinds == {"dense", "narrow", "depthwise"}
+
+
+@pytest.mark.parametrize("N, npix, base_jobs, pixel_bytes, partial_bytes", [
+    (1, 16384, 1, 128, 1 << 10), (8, 16384, 82, 128, 147456), (8, 784, 332, 128, 589824),
+    (3, 7, 1, 64, 64), (2, 100, 1, 1 << 20, 1), (16, 4096, 4, 64, 1 << 12),
+    (5, 65, 1000, 128, 1 << 10), (8, 3136, 5000, 128, 9437184), (8, 3136, 2, 128, 9437184)])
+def test_reduction_pieces_cover_the_reduction_once(N, npix, base_jobs, pixel_bytes,
+                                                   partial_bytes):
+    """The pieces partition images x pixels in order; they are at least as many as the job
+    target asks for, and at most the cache size (unless an image's piece would fall below
+    the least pixels) where their partial sums fit the budget, else within that budget."""
+    pieces = direct_schedule._reduction_splits(N, npix, base_jobs, pixel_bytes, partial_bytes)
+    covered = [(n, p) for n0, n1, p0, p1 in pieces for n in range(n0, n1) for p in range(p0, p1)]
+    assert covered == [(n, p) for n in range(N) for p in range(npix)]
+    least = direct_schedule.REDUCTION_PIECE_MIN_PIXELS
+    parallel_want = -(-direct_schedule.TARGET_REDUCTION_JOBS // base_jobs)
+    assert len(pieces) >= min(parallel_want, N * max(1, npix // least))
+    budget = direct_schedule.REDUCTION_PARTIALS_BYTES // partial_bytes
+    if -(-N * npix * pixel_bytes // direct_schedule.REDUCTION_PIECE_BYTES) > budget:
+        want = max(parallel_want, budget, 1)
+        assert len(pieces) <= (want if want <= N else -(-want // N) * N)
+        return
+    for n0, n1, p0, p1 in pieces:
+        assert ((n1 - n0) * (p1 - p0) * pixel_bytes <= direct_schedule.REDUCTION_PIECE_BYTES
+                or p1 - p0 < 2 * least)
