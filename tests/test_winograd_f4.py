@@ -13,7 +13,7 @@ from cconv.algorithms import base as algorithm_base
 from cconv.algorithms import winograd_schedule
 from cconv.algorithms.winograd import WinogradConvolution
 from support.checks import rel_err
-from support.reference import ref_backward_data, ref_conv2d
+from support.reference import fold_reference, ref_backward_data, ref_conv2d
 
 # F(4x4)'s float32 error is about 20x F(2x2)'s (1e-5 to 2e-5 of the output's magnitude at
 # 256-512 channels); the sweep's channel counts stay below 100.
@@ -186,8 +186,8 @@ def test_kernel_rejects_mismatched_buffers():
         wrong[index] = bad
         with pytest.raises(ValueError, match=message):
             kernels.forward_float(*wrong, tile=4)
-    with pytest.raises(ValueError, match="no ring"):
-        kernels.forward_float(*args, ring=np.zeros_like(y), tile=4)
+    with pytest.raises(ValueError, match="ring"):      # a ring smaller than the window
+        kernels.forward_float(*args, ring=np.zeros((1, 32, 7, 8), np.float32), tile=4)
     with pytest.raises(ValueError, match="tile"):
         kernels.forward_float(*args, tile=3)
 
@@ -263,3 +263,41 @@ def test_padding_modes_on_f4(f4_everywhere, mode):
         for j, c in enumerate(cols):
             want[:, :, r, c] += dpad[:, :, i, j]
     assert rel_err(dx, want) <= 1e-12
+
+
+@pytest.mark.parametrize("mode", ["reflect", "symmetric", "replicate", "circular", "constant"])
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("shape, pads", [((2, 11, 9), ((1, 2), (3, 1))),
+                                         ((1, 8, 8), ((1, 1), (1, 1))),
+                                         ((3, 5, 13), ((2, 0), (0, 2)))])
+def test_padding_mode_data_gradient_on_f4(f4_everywhere, monkeypatch, mode, layout, shape,
+                                          pads, beta=0.5):
+    # A padding mode's data gradient writes the image's pixels from the output transform
+    # and the padding's raw sums into a ring (folded afterwards): on 4x4 tiles, edge tiles
+    # straddle the window.  Against the float64 reference of the padded input's gradient,
+    # folded; with alpha / beta so both stores of the edge tiles are checked.
+    calls = []
+    real = WinogradConvolution.backward_data_split
+
+    def spy(self, *args, **kwargs):
+        calls.append(self._bwd4 is not None)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(WinogradConvolution, "backward_data_split", spy)
+    N, H, W = shape
+    vl = kernels.VECTOR_LENGTH["float32"]
+    C, K = vl, 2 * vl
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((K, C, 3, 3))
+    Hp, Wp = H + sum(pads[0]), W + sum(pads[1])
+    gy = rng.standard_normal((N, K, Hp - 2, Wp - 2))
+    dx0 = rng.standard_normal((N, C, H, W))
+    expected = 2.0 * fold_reference(ref_backward_data(gy, w, (N, C, Hp, Wp)), (H, W), pads,
+                                    mode) + beta * dx0
+    out = _to(dx0.astype(np.float32), layout)
+    cconv.conv2d_backward_data(_to(gy.astype(np.float32), layout), w.astype(np.float32),
+                               out.shape, padding=pads, padding_mode=mode, layout=layout,
+                               algo="winograd", out=out, alpha=2.0, beta=beta)
+    got = out.transpose(0, 3, 1, 2) if layout == "NHWC" else out
+    assert calls == ([] if mode == "constant" else [True])  # a constant folds nothing
+    assert rel_err(got, expected) < TOL[np.float32]

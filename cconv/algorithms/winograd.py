@@ -170,9 +170,8 @@ class WinogradConvolution(Algorithm):
         self._fwd = schedule.forward_problem(geom)
         self._bwd = schedule.backward_data_problem(geom)
         self._wgt = schedule.weight_gradient_schedule(geom)
-        # F(4x4,3x3) where the schedule takes it (the public forward and data gradient; the
-        # ring-writing split data gradient stays on F(2x2), and the 3-D stacks decide for
-        # the whole stack: stack_tile)
+        # F(4x4,3x3) where the schedule takes it (the forward and the data gradient, split
+        # or not; the 3-D stacks decide for the whole stack: stack_tile)
         self._fwd4 = schedule.f4_problem(geom)
         self._bwd4 = schedule.f4_problem(geom, data_gradient=True)
 
@@ -226,8 +225,8 @@ class WinogradConvolution(Algorithm):
         """The padded input's gradient with the window at ``origin`` written into ``dx``
         (epilogue applied) and the rest raw into ``ring``, by the output transform itself
         (see ``Algorithm.backward_data_split``); False for a non-finite operand."""
-        return run_forward(self._bwd, dy, self._rotated(w), bias, dx, alpha, beta,
-                           nthreads, ring=ring, origin=origin)
+        return run_forward(self._bwd4 or self._bwd, dy, self._rotated(w), bias, dx, alpha,
+                           beta, nthreads, ring=ring, origin=origin)
 
     def backward_weight(self, dy: Array, x: Array, nthreads: int) -> Array:
         """The weight gradient as a new contiguous (K, C/groups, 3, 3) array."""
