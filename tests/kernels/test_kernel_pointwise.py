@@ -89,6 +89,37 @@ def test_blocking_and_threads_do_not_change_a_bit(kmods, dtype):
         assert np.array_equal(first, again), (panel, mchunk, nthreads)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pixels", [None, 5, 131])   # None: two vectors' worth
+@pytest.mark.parametrize("stream", [False, True])
+def test_result_at_any_offset_in_a_vector_gives_the_same_bits(kmods, dtype, pixels, stream):
+    # A result starting inside a vector (NumPy's allocations start 16 bytes past a 64-byte
+    # boundary) has its panels shifted so the strips fall on vector boundaries (where the
+    # planes are whole vectors); the bits are the aligned result's, and nothing outside
+    # the result is written.
+    mod = kmods.pointwise
+    item = np.dtype(dtype).itemsize
+    vl = 64 // item
+    strip = mod.STRIP[np.dtype(dtype).name]
+    p = pixels or 2 * vl
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal((2, 2 * 11, p)).astype(dtype)
+    w = rng.standard_normal((2, 17, 11)).astype(dtype)
+    want = _run(mod, b, w, 2, 17, False, panel=2 * strip)
+    scratch = np.empty(2 * (2 * strip + mod.TILE_ROWS) * max(11, strip), dtype)
+    fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
+    size = want.size
+    buf = np.empty(size + 3 * vl, dtype)
+    base = (-buf.ctypes.data % 64) // item      # the first element on a 64-byte boundary
+    for offset in range(vl):
+        buf[:] = np.inf
+        start = base + offset
+        out = buf[start:start + size].reshape(want.shape)
+        fn(b, w.reshape(-1), 2, 17, 11, 1, out, 2 * strip, 17, scratch, 2, stream)
+        assert np.array_equal(out, want), offset
+        assert np.isinf(buf[:start]).all() and np.isinf(buf[start + size:]).all(), offset
+
+
 def test_bad_arguments_raise_instead_of_writing_out_of_bounds(kmods):
     mod = kmods.pointwise
     strip = mod.STRIP["float32"]
