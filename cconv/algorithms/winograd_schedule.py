@@ -65,9 +65,15 @@ STREAM_FILTER_BYTES = 2 * 1024 * 1024
 # 1.11 (fwd 1t), 0.75 / 0.81; 1x256 14x14 0.78 / 0.94, 0.83 / 0.75; 4x512 7x7 (16 tiles)
 # 1.01 (fwd 1t), 0.89 / 0.93; 2x512 7x7 0.91 (fwd 1t).  The AVX2 kernels on the same CPU
 # (CCONV_SIMD=avx2): 8x128 28x28 1.28 / 1.46, 1.32 / 1.42; 8x512 7x7 1.21 / 1.14, 1.05 /
-# 1.13; 8x64 56x56 1.36 / 1.34 (1t); 1x128 28x28 1.05 / 1.19 (1t).
+# 1.13; 8x64 56x56 1.36 / 1.34 (1t); 1x128 28x28 1.05 / 1.19 (1t).  Products 0.60-0.65x
+# of F(2x2)'s (outputs of 26, 30 and 58 pixels a side; the padded input's gradient of
+# ResNet-50's res2 and res3 under a padding mode), Intel Xeon model 207 (AVX-512), 1 / 2
+# threads: 8x128 26x26 forward 1.12 / 1.09, 8x128 30x30 1.39 / 1.20, 8x64 58x58 1.35 /
+# 1.37, res2 reflect data gradient 1.26 / 1.23, res3 1.15 / 1.01; hence 0.66.  At 16
+# channels (``auto`` takes F(4x4) from there) these sizes ran 1.22-2.14x the direct kernel
+# (8x16 26x26, 30x30, 58x58 and 1x16 58x58, forward and data gradient, same machine).
 F4_ENABLED = True
-F4_MAX_PRODUCTS = 0.6
+F4_MAX_PRODUCTS = 0.66
 F4_MIN_TILES = 32
 # Upper bound for the per-split partial sums of backward-weight.
 PARTIAL_BYTES = 64 * 1024 * 1024
