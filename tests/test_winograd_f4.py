@@ -186,7 +186,7 @@ def test_kernel_rejects_mismatched_buffers():
         wrong[index] = bad
         with pytest.raises(ValueError, match=message):
             kernels.forward_float(*wrong, tile=4)
-    with pytest.raises(ValueError, match="ring"):      # a ring smaller than the window
+    with pytest.raises(ValueError, match="ring / output window"):  # window past the ring
         kernels.forward_float(*args, ring=np.zeros((1, 32, 7, 8), np.float32), tile=4)
     with pytest.raises(ValueError, match="tile"):
         kernels.forward_float(*args, tile=3)
