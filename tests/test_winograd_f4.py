@@ -270,12 +270,16 @@ def test_padding_modes_on_f4(f4_everywhere, mode):
 @pytest.mark.parametrize("shape, pads", [((2, 11, 9), ((1, 2), (3, 1))),
                                          ((1, 8, 8), ((1, 1), (1, 1))),
                                          ((3, 5, 13), ((2, 0), (0, 2)))])
-def test_padding_mode_data_gradient_on_f4(f4_everywhere, monkeypatch, mode, layout, shape,
-                                          pads, beta=0.5):
+@pytest.mark.parametrize("tile", [2, 4])
+def test_padding_mode_data_gradient_on_each_tile(f4_everywhere, monkeypatch, mode, layout,
+                                                 shape, pads, tile, beta=0.5):
     # A padding mode's data gradient writes the image's pixels from the output transform
-    # and the padding's raw sums into a ring (folded afterwards): on 4x4 tiles, edge tiles
-    # straddle the window.  Against the float64 reference of the padded input's gradient,
-    # folded; with alpha / beta so both stores of the edge tiles are checked.
+    # and the padding's raw sums into a ring (folded afterwards): edge tiles straddle the
+    # window.  Against the float64 reference of the padded input's gradient, folded; with
+    # alpha / beta so both stores of the edge tiles (scaled into the result, raw into the
+    # ring) are checked, on F(4x4) and on F(2x2).
+    if tile == 2:
+        monkeypatch.setattr(winograd_schedule, "F4_ENABLED", False)
     calls = []
     real = WinogradConvolution.backward_data_split
 
@@ -299,5 +303,5 @@ def test_padding_mode_data_gradient_on_f4(f4_everywhere, monkeypatch, mode, layo
                                out.shape, padding=pads, padding_mode=mode, layout=layout,
                                algo="winograd", out=out, alpha=2.0, beta=beta)
     got = out.transpose(0, 3, 1, 2) if layout == "NHWC" else out
-    assert calls == ([] if mode == "constant" else [True])  # a constant folds nothing
+    assert calls == ([] if mode == "constant" else [tile == 4])  # a constant folds nothing
     assert rel_err(got, expected) < TOL[np.float32]
