@@ -92,8 +92,8 @@ def test_streamed_product_matches_the_plain_one_and_the_reference(dtype, pixels,
     rng = np.random.default_rng(pixels + L)
     b = rng.standard_normal((2, L, pixels)).astype(dtype)
     a = rng.standard_normal(M * L).astype(dtype)
-    panel = gemm._product_panel(pixels, np.dtype(dtype))
-    scratch = np.empty(gemm._native_scratch_bytes(L, pixels, np.dtype(dtype), 3)
+    panel = gemm._product_panel(2, pixels, np.dtype(dtype))
+    scratch = np.empty(gemm._native_scratch_bytes(2, 1, L, M, pixels, np.dtype(dtype), 3)
                        // np.dtype(dtype).itemsize, dtype)
     want = np.einsum("ml,nlp->nmp", a.reshape(M, L).astype(np.float64), b.astype(np.float64))
     outs = []

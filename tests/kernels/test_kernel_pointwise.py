@@ -226,3 +226,53 @@ def test_weight_bad_arguments_raise(kmods):
             mod.weight_float(args["rows"], args["strips"], args["G"], args["partial"],
                              args["chunk"], args["group_strips"], args["scratch"],
                              args["num_threads"])
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(2, 6), groups=st.integers(1, 2), lr=st.integers(1, 30),
+       m_rows=st.integers(1, 31), pixels=st.integers(1, 80), strips=st.integers(1, 4),
+       transpose=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**31 - 1))
+def test_panels_across_images_give_the_per_image_bits(kmods, n, groups, lr, m_rows, pixels,
+                                                     strips, transpose, dtype, seed):
+    # Small planes laid end to end and cut into panels that cross images (several images,
+    # or a plane smaller than a strip, per strip): every pixel lands in its own image's
+    # plane, with the bits of panels within each plane (the same sums in the same order),
+    # and nothing outside the result is written.
+    mod = kmods.pointwise
+    rng = np.random.default_rng(seed)
+    b = rng.standard_normal((n, groups * lr, pixels)).astype(dtype)
+    w = rng.standard_normal((groups, lr, m_rows) if transpose else (groups, m_rows, lr))
+    w = w.astype(dtype)
+    want = _run(mod, b, w, groups, m_rows, transpose)
+    strip = mod.STRIP[np.dtype(dtype).name]
+    panel = strips * strip
+    a_row, a_red = (1, m_rows) if transpose else (lr, 1)
+    buf = np.full(want.size + 2 * strip, np.inf, dtype)
+    out = buf[strip:strip + want.size].reshape(want.shape)
+    scratch = np.empty(2 * (panel + mod.TILE_ROWS) * max(lr, strip), dtype)
+    fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
+    fn(b, w.reshape(-1), groups, m_rows, a_row, a_red, out, panel, mod.TILE_ROWS, scratch, 2,
+       False, True)
+    assert np.array_equal(out, want)
+    assert np.isinf(buf[:strip]).all() and np.isinf(buf[strip + want.size:]).all()
+    ref = _reference(b, w, groups, m_rows, transpose)
+    assert np.abs(out - ref).max() <= RTOL[np.dtype(dtype)] * max(1.0, np.abs(ref).max()) \
+        * max(1, lr / 16)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_weight_read_in_place_gives_the_packed_bits(kmods, dtype):
+    # pack_rows=False reads the rows operand through its strides (NHWC pixel rows) instead
+    # of packing it in register tiles: the same sums, in the same order.
+    mod = kmods.pointwise
+    rng = np.random.default_rng(4)
+    b = rng.standard_normal((2, 2 * 23, 77)).astype(dtype)
+    w = rng.standard_normal((2, 31, 23)).astype(dtype)
+    want = _run(mod, b, w, 2, 31, False)
+    strip = mod.STRIP[np.dtype(dtype).name]
+    out = np.full(want.shape, np.nan, dtype)
+    scratch = np.empty(2 * (2 * strip + mod.TILE_ROWS) * max(23, strip), dtype)
+    fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
+    fn(b, w.reshape(-1), 2, 31, 23, 1, out, 2 * strip, 5, scratch, 2, False, False, False)
+    assert np.array_equal(out, want)
