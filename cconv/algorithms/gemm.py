@@ -8,9 +8,9 @@ group:
   read and written in place by a compiled product of cconv's own (``_pointwise``: panels
   of 256 pixels packed into two-vector strips, the weight packed in register-tile rows,
   the Winograd kernels' register tile over them; planes under 256 pixels laid end to end
-  across the batch in panels of 128), forward and backward-data alike.  It measured 1.5-1.9x NumPy's OpenBLAS, which
-  on an AMD EPYC Zen 5 (AVX-512) runs its AVX2 kernels: 8x256x56x56 -> 64 at 158 / 315
-  GFLOP/s on 1 / 2 threads against 100 / 190;
+  across the batch in panels of 128), forward and backward-data alike.  It measured
+  1.5-1.9x NumPy's OpenBLAS, which on an AMD EPYC Zen 5 (AVX-512) runs its AVX2 kernels:
+  8x256x56x56 -> 64 at 158 / 315 GFLOP/s on 1 / 2 threads against 100 / 190;
 * NHWC memory: the whole batch at once, ``Y(NHW, K) = X(NHW, C) @ W^T``, again in place:
   by the compiled product for one group (the pixels are its streamed rows, the weight its
   packed strips), by NumPy's BLAS for several.
