@@ -147,3 +147,28 @@ def test_nhwc_weight_gradient_on_pixel_rows(monkeypatch, rows_bytes, n, c, k, h,
     plan = gemm._WeightPlan(cconv.plan_conv2d((n, h, w, c), shape, groups=groups,
                                               layout="NHWC").geometry, h * w, pixel_major=True)
     assert plan.transposed == ((k // groups < c // groups) != (rows_bytes == 0))
+
+
+@pytest.mark.parametrize("n, c, k, side, groups, dtype", [
+    (3, 40, 24, 7, 1, np.float32),    # rows are input channels (K < C): transposed sums
+    (2, 24, 40, 5, 1, np.float64),    # rows are output channels
+    (4, 36, 48, 3, 3, np.float32),    # groups
+    (2, 8, 8, 1, 1, np.float32),      # one-pixel planes
+])
+def test_weight_gradient_of_small_planes_gathered_across_the_batch(monkeypatch, n, c, k, side,
+                                                                    groups, dtype):
+    # Planes under gemm.ACROSS_WEIGHT_PIXELS are gathered into one plane of the batch's
+    # pixels before the compiled weight gradient: the float64 reference's gradient, and
+    # the per-image path's within rounding (another order of the same sum).
+    rng = np.random.default_rng(n * c + k)
+    x = rng.standard_normal((n, c, side, side)).astype(dtype)
+    gy = rng.standard_normal((n, k, side, side)).astype(dtype)
+    shape = (k, c // groups, 1, 1)
+    want = ref_backward_weight(gy, x, shape, groups=groups)
+    assert side * side < gemm.ACROSS_WEIGHT_PIXELS
+    gathered = cconv.conv2d_backward_weight(gy, x, shape, groups=groups, algo="gemm")
+    monkeypatch.setattr(gemm, "ACROSS_WEIGHT_PIXELS", 0)
+    cconv.algorithms.base._instance.cache_clear()
+    per_image = cconv.conv2d_backward_weight(gy, x, shape, groups=groups, algo="gemm")
+    _close(gathered, want, dtype)
+    _close(per_image, want, dtype)
