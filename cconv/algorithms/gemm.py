@@ -173,9 +173,9 @@ def _native_scratch_bytes(images: int, groups: int, rows_in: int, rows_out: int,
         return 0
     strip = int(_pointwise_kernels.STRIP[dtype.name])
     tile = int(_pointwise_kernels.TILE_ROWS)
-    per_thread = (_product_panel(images, pixels, dtype) + tile) * max(rows_in, strip)
+    per_thread = (_product_panel(images, pixels, dtype) + tile) * max(rows_in, strip) + strip
     packed_weight = groups * -(-rows_out // tile) * tile * rows_in if pack_rows else 0
-    return (nthreads * per_thread + packed_weight) * dtype.itemsize
+    return (nthreads * per_thread + strip + packed_weight) * dtype.itemsize
 
 
 def _run_product(b: Array, a: Array, groups: int, rows_out: int, a_row: int, a_red: int,
@@ -195,8 +195,9 @@ def _run_product(b: Array, a: Array, groups: int, rows_out: int, a_row: int, a_r
     mchunk = _row_chunk(rows_out, groups * panels, nthreads)
     rows_in = rows // groups
     strip = int(_pointwise_kernels.STRIP[b.dtype.name])
-    scratch = np.empty(nthreads * (panel + int(_pointwise_kernels.TILE_ROWS))
-                       * max(rows_in, strip), b.dtype)
+    # (a strip more per thread and in all: the kernel aligns each thread's part)
+    scratch = np.empty(nthreads * ((panel + int(_pointwise_kernels.TILE_ROWS))
+                                   * max(rows_in, strip) + strip) + strip, b.dtype)
     kernel(b, a, groups, rows_out, a_row, a_red, out, panel, mchunk, scratch, nthreads,
            out.nbytes >= STREAM_RESULT_BYTES, across, pack_rows)
     return True
@@ -273,7 +274,7 @@ class _WeightPlan:
         self.splits = max(1, min(chunks, WEIGHT_SPLITS, WEIGHT_PARTIAL_BYTES // max(1, partial)))
 
     def scratch_elements(self, nthreads: int) -> int:
-        return nthreads * WEIGHT_GROUP_STRIPS * WEIGHT_CHUNK * self.strip
+        return nthreads * WEIGHT_GROUP_STRIPS * WEIGHT_CHUNK * self.strip + self.strip
 
     def workspace_bytes(self, geom: ConvGeometry, nthreads: int) -> int:
         """Partial sums, their total, the packing scratch and the gathered planes."""

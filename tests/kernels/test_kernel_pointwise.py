@@ -19,6 +19,12 @@ RTOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-12}
 pytestmark = pytest.mark.kernels
 
 
+def _product_scratch(mod, nthreads, panel, lr, strip):
+    """The scratch elements the product asks for: each thread's part, a strip more so
+    that it can start on a vector boundary, and a strip to align the first."""
+    return nthreads * ((panel + mod.TILE_ROWS) * max(lr, strip) + strip) + strip
+
+
 def _run(mod, b, w, groups, m_rows, transpose, panel=None, mchunk=None, nthreads=2):
     n, gl, p = b.shape
     lr = gl // groups
@@ -27,7 +33,7 @@ def _run(mod, b, w, groups, m_rows, transpose, panel=None, mchunk=None, nthreads
     mchunk = mchunk or m_rows
     a_row, a_red = (1, m_rows) if transpose else (lr, 1)
     out = np.full((n, groups * m_rows, p), np.nan, b.dtype)
-    scratch = np.empty(nthreads * (panel + mod.TILE_ROWS) * max(lr, strip), b.dtype)
+    scratch = np.empty(_product_scratch(mod, nthreads, panel, lr, strip), b.dtype)
     fn = mod.product_float if b.dtype == np.float32 else mod.product_double
     fn(b, w.reshape(-1), groups, m_rows, a_row, a_red, out, panel, mchunk, scratch, nthreads)
     return out
@@ -106,7 +112,7 @@ def test_result_at_any_offset_in_a_vector_gives_the_same_bits(kmods, dtype, pixe
     b = rng.standard_normal((2, 2 * 11, p)).astype(dtype)
     w = rng.standard_normal((2, 17, 11)).astype(dtype)
     want = _run(mod, b, w, 2, 17, False, panel=2 * strip)
-    scratch = np.empty(2 * (2 * strip + mod.TILE_ROWS) * max(11, strip), dtype)
+    scratch = np.empty(_product_scratch(mod, 2, 2 * strip, 11, strip), dtype)
     fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
     size = want.size
     buf = np.empty(size + 3 * vl, dtype)
@@ -126,7 +132,7 @@ def test_bad_arguments_raise_instead_of_writing_out_of_bounds(kmods):
     b = np.ones((1, 8, 40), np.float32)
     w = np.ones(8 * 5, np.float32)
     out = np.empty((1, 5, 40), np.float32)
-    good = np.empty((strip + mod.TILE_ROWS) * max(8, strip), np.float32)
+    good = np.empty(_product_scratch(mod, 1, strip, 8, strip), np.float32)
     mod.product_float(b, w, 1, 5, 8, 1, out, strip, 5, good, 1)
     assert np.all(out == 8)
     bad = [
@@ -156,7 +162,7 @@ def _run_weight(mod, rows, strips, groups, chunk=64, group_strips=2, splits=3, n
     chunks = n * -(-p // chunk)
     splits = max(1, min(splits, chunks))
     partial = np.full((splits, groups, gr // groups, padded), np.nan, rows.dtype)
-    scratch = np.empty(nthreads * group_strips * chunk * strip, rows.dtype)
+    scratch = np.empty(nthreads * group_strips * chunk * strip + strip, rows.dtype)
     fn = mod.weight_float if rows.dtype == np.float32 else mod.weight_double
     fn(rows, strips, groups, partial, chunk, group_strips, scratch, nthreads)
     total = partial[0].copy()
@@ -206,7 +212,7 @@ def test_weight_bad_arguments_raise(kmods):
     rows = np.ones((1, 6, 20), np.float32)
     strips = np.ones((1, 5, 20), np.float32)
     partial = np.empty((2, 1, 6, strip), np.float32)
-    scratch = np.empty(2 * 10 * strip, np.float32)
+    scratch = np.empty(2 * 10 * strip + strip, np.float32)
     mod.weight_float(rows, strips, 1, partial, 10, 2, scratch, 1)
     assert np.all(partial[:, :, :, :5] == 10) and np.all(partial[:, :, :, 5:] == 0)
     bad = [
@@ -250,7 +256,7 @@ def test_panels_across_images_give_the_per_image_bits(kmods, n, groups, lr, m_ro
     a_row, a_red = (1, m_rows) if transpose else (lr, 1)
     buf = np.full(want.size + 2 * strip, np.inf, dtype)
     out = buf[strip:strip + want.size].reshape(want.shape)
-    scratch = np.empty(2 * (panel + mod.TILE_ROWS) * max(lr, strip), dtype)
+    scratch = np.empty(_product_scratch(mod, 2, panel, lr, strip), dtype)
     fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
     fn(b, w.reshape(-1), groups, m_rows, a_row, a_red, out, panel, mod.TILE_ROWS, scratch, 2,
        False, True)
@@ -272,7 +278,7 @@ def test_weight_read_in_place_gives_the_packed_bits(kmods, dtype):
     want = _run(mod, b, w, 2, 31, False)
     strip = mod.STRIP[np.dtype(dtype).name]
     out = np.full(want.shape, np.nan, dtype)
-    scratch = np.empty(2 * (2 * strip + mod.TILE_ROWS) * max(23, strip), dtype)
+    scratch = np.empty(_product_scratch(mod, 2, 2 * strip, 23, strip), dtype)
     fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
     fn(b, w.reshape(-1), 2, 31, 23, 1, out, 2 * strip, 5, scratch, 2, False, False, False)
     assert np.array_equal(out, want)
