@@ -25,17 +25,20 @@ def _product_scratch(mod, nthreads, panel, lr, strip):
     return nthreads * ((panel + mod.TILE_ROWS) * max(lr, strip) + strip) + strip
 
 
-def _run(mod, b, w, groups, m_rows, transpose, panel=None, mchunk=None, nthreads=2):
+def _run(mod, b, w, groups, m_rows, transpose, panel=None, mchunk=None, nthreads=2,
+         out=None, across=False, pack_rows=True):
     n, gl, p = b.shape
     lr = gl // groups
     strip = mod.STRIP[b.dtype.name]
     panel = panel or 2 * strip
     mchunk = mchunk or m_rows
     a_row, a_red = (1, m_rows) if transpose else (lr, 1)
-    out = np.full((n, groups * m_rows, p), np.nan, b.dtype)
+    if out is None:
+        out = np.full((n, groups * m_rows, p), np.nan, b.dtype)
     scratch = np.empty(_product_scratch(mod, nthreads, panel, lr, strip), b.dtype)
     fn = mod.product_float if b.dtype == np.float32 else mod.product_double
-    fn(b, w.reshape(-1), groups, m_rows, a_row, a_red, out, panel, mchunk, scratch, nthreads)
+    fn(b, w.reshape(-1), groups, m_rows, a_row, a_red, out, panel, mchunk, scratch, nthreads,
+       False, across, pack_rows)
     return out
 
 
@@ -252,14 +255,10 @@ def test_panels_across_images_give_the_per_image_bits(kmods, n, groups, lr, m_ro
     w = w.astype(dtype)
     want = _run(mod, b, w, groups, m_rows, transpose)
     strip = mod.STRIP[np.dtype(dtype).name]
-    panel = strips * strip
-    a_row, a_red = (1, m_rows) if transpose else (lr, 1)
     buf = np.full(want.size + 2 * strip, np.inf, dtype)
     out = buf[strip:strip + want.size].reshape(want.shape)
-    scratch = np.empty(_product_scratch(mod, 2, panel, lr, strip), dtype)
-    fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
-    fn(b, w.reshape(-1), groups, m_rows, a_row, a_red, out, panel, mod.TILE_ROWS, scratch, 2,
-       False, True)
+    _run(mod, b, w, groups, m_rows, transpose, panel=strips * strip, mchunk=mod.TILE_ROWS,
+         out=out, across=True)
     assert np.array_equal(out, want)
     assert np.isinf(buf[:strip]).all() and np.isinf(buf[strip + want.size:]).all()
     ref = _reference(b, w, groups, m_rows, transpose)
@@ -271,14 +270,9 @@ def test_panels_across_images_give_the_per_image_bits(kmods, n, groups, lr, m_ro
 def test_weight_read_in_place_gives_the_packed_bits(kmods, dtype):
     # pack_rows=False reads the rows operand through its strides (NHWC pixel rows) instead
     # of packing it in register tiles: the same sums, in the same order.
-    mod = kmods.pointwise
     rng = np.random.default_rng(4)
     b = rng.standard_normal((2, 2 * 23, 77)).astype(dtype)
     w = rng.standard_normal((2, 31, 23)).astype(dtype)
-    want = _run(mod, b, w, 2, 31, False)
-    strip = mod.STRIP[np.dtype(dtype).name]
-    out = np.full(want.shape, np.nan, dtype)
-    scratch = np.empty(_product_scratch(mod, 2, 2 * strip, 23, strip), dtype)
-    fn = mod.product_float if np.dtype(dtype) == np.float32 else mod.product_double
-    fn(b, w.reshape(-1), 2, 31, 23, 1, out, 2 * strip, 5, scratch, 2, False, False, False)
-    assert np.array_equal(out, want)
+    want = _run(kmods.pointwise, b, w, 2, 31, False)
+    again = _run(kmods.pointwise, b, w, 2, 31, False, mchunk=5, pack_rows=False)
+    assert np.array_equal(again, want)
