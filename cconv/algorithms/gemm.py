@@ -171,11 +171,19 @@ def _native_scratch_bytes(images: int, groups: int, rows_in: int, rows_out: int,
     own) (0 for a dtype it does not run)."""
     if dtype not in _NATIVE_SUFFIX:
         return 0
+    tile = int(_pointwise_kernels.TILE_ROWS)
+    packed_weight = groups * -(-rows_out // tile) * tile * rows_in if pack_rows else 0
+    panels = _product_scratch(_product_panel(images, pixels, dtype), rows_in, dtype, nthreads)
+    return (panels + packed_weight) * dtype.itemsize
+
+
+def _product_scratch(panel: int, rows_in: int, dtype: np.dtype[Any], nthreads: int) -> int:
+    """Elements of the scratch the compiled product packs its panels in: per thread a panel
+    of ``rows_in`` rows and the tile buffer, a strip more per thread and in all (the kernel
+    starts each thread's part on a vector boundary)."""
     strip = int(_pointwise_kernels.STRIP[dtype.name])
     tile = int(_pointwise_kernels.TILE_ROWS)
-    per_thread = (_product_panel(images, pixels, dtype) + tile) * max(rows_in, strip) + strip
-    packed_weight = groups * -(-rows_out // tile) * tile * rows_in if pack_rows else 0
-    return (nthreads * per_thread + strip + packed_weight) * dtype.itemsize
+    return nthreads * ((panel + tile) * max(rows_in, strip) + strip) + strip
 
 
 def _run_product(b: Array, a: Array, groups: int, rows_out: int, a_row: int, a_red: int,
@@ -193,11 +201,7 @@ def _run_product(b: Array, a: Array, groups: int, rows_out: int, a_row: int, a_r
     panel = _product_panel(n, pixels, b.dtype)
     panels = -(-n * pixels // panel) if across else n * -(-pixels // panel)
     mchunk = _row_chunk(rows_out, groups * panels, nthreads)
-    rows_in = rows // groups
-    strip = int(_pointwise_kernels.STRIP[b.dtype.name])
-    # (a strip more per thread and in all: the kernel aligns each thread's part)
-    scratch = np.empty(nthreads * ((panel + int(_pointwise_kernels.TILE_ROWS))
-                                   * max(rows_in, strip) + strip) + strip, b.dtype)
+    scratch = np.empty(_product_scratch(panel, rows // groups, b.dtype, nthreads), b.dtype)
     kernel(b, a, groups, rows_out, a_row, a_red, out, panel, mchunk, scratch, nthreads,
            out.nbytes >= STREAM_RESULT_BYTES, across, pack_rows)
     return True
@@ -277,9 +281,11 @@ class _WeightPlan:
         return nthreads * WEIGHT_GROUP_STRIPS * WEIGHT_CHUNK * self.strip + self.strip
 
     def workspace_bytes(self, geom: ConvGeometry, nthreads: int) -> int:
-        """Partial sums, their total, the packing scratch and the gathered planes."""
+        """Partial sums, their total (and its transpose), the packing scratch and the
+        gathered planes."""
         part = geom.groups * self.rows * self.padded_cols
-        return ((self.splits + 1) * part + self.scratch_elements(nthreads)
+        totals = 2 if self.transposed else 1
+        return ((self.splits + totals) * part + self.scratch_elements(nthreads)
                 + self.gathered) * geom.dtype.itemsize
 
 
