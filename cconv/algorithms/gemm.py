@@ -59,7 +59,6 @@ import numpy.typing as npt
 
 from .. import _blas, _relayout
 from .._simd import pointwise as _pointwise_kernels
-from .._simd import relayout as _relayout_kernels
 from . import gemm_schedule
 from .base import Algorithm, TransformedWeight, compute_into, memory_layout
 from .gemm_schedule import Chunk, ChunkPlan
@@ -323,10 +322,7 @@ def _sum_splits(partial: Array, plan: _WeightPlan, nthreads: int) -> Array:
     if not plan.transposed:
         grad: Array = total[:, :, :plan.cols]
         return grad
-    groups, rows, padded = total.shape
-    swapped = np.empty((groups, padded, rows), total.dtype)
-    _relayout_kernels.transpose(total, swapped, 1.0, 0.0,
-                                _relayout._threads(total.size, nthreads))
+    swapped = _relayout.contiguous(total.transpose(0, 2, 1), nthreads)
     return swapped[:, :plan.cols]
 
 
