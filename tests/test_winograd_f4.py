@@ -271,13 +271,15 @@ def test_padding_modes_on_f4(f4_everywhere, mode):
                                          ((1, 8, 8), ((1, 1), (1, 1))),
                                          ((3, 5, 13), ((2, 0), (0, 2)))])
 @pytest.mark.parametrize("tile", [2, 4])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_padding_mode_data_gradient_on_each_tile(f4_everywhere, monkeypatch, mode, layout,
-                                                 shape, pads, tile, beta=0.5):
+                                                 shape, pads, tile, beta):
     # A padding mode's data gradient writes the image's pixels from the output transform
     # and the padding's raw sums into a ring (folded afterwards): edge tiles straddle the
     # window.  Against the float64 reference of the padded input's gradient, folded; with
     # alpha / beta so both stores of the edge tiles (scaled into the result, raw into the
-    # ring) are checked, on F(4x4) and on F(2x2).
+    # ring) are checked, on F(4x4) and on F(2x2); beta 0 takes the transposed stores, and
+    # an odd channel count their scalar remainder.
     if tile == 2:
         monkeypatch.setattr(winograd_schedule, "F4_ENABLED", False)
     calls = []
@@ -290,7 +292,7 @@ def test_padding_mode_data_gradient_on_each_tile(f4_everywhere, monkeypatch, mod
     monkeypatch.setattr(WinogradConvolution, "backward_data_split", spy)
     N, H, W = shape
     vl = kernels.VECTOR_LENGTH["float32"]
-    C, K = vl, 2 * vl
+    C, K = vl - 1, 2 * vl
     rng = np.random.default_rng(7)
     w = rng.standard_normal((K, C, 3, 3))
     Hp, Wp = H + sum(pads[0]), W + sum(pads[1])
