@@ -137,10 +137,13 @@ def test_backward_weight_is_deterministic_across_thread_counts():
 
 
 @pytest.mark.parametrize("C, K, groups, dtype", [(40, 136, 1, np.float32), (34, 66, 2, np.float64)])
-def test_more_threads_than_jobs_split_output_channels_same_bits(C, K, groups, dtype):
+def test_more_threads_than_jobs_split_output_channels_same_bits(monkeypatch, C, K, groups,
+                                                               dtype):
     # One image of 6x6 makes one tile block: on many threads every pass cuts its output
     # channels finer to make jobs (winograd_schedule.*_JOBS_PER_THREAD).  The chunks change
     # no sum, so every thread count gives the same bits, and they match the reference.
+    # (Without the few-tiles layout, which splits the output channels whatever the threads.)
+    monkeypatch.setattr(winograd_schedule, "FEW_TILES_BYTES", 0)
     geom = make_geometry((1, C, 6, 6), (K, C // groups, 3, 3), padding=1, groups=groups,
                          dtype=dtype)
     impl = WinogradConvolution(geom)
@@ -395,3 +398,35 @@ def test_streamed_filter_transform_same_values(dtype, offset):
         finally:
             problem.stream_filter = False
         assert np.array_equal(plain, streamed)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_few_tiles_make_one_block_split_by_output_channels(monkeypatch, dtype):
+    # A batch-1 layer's transformed tiles fit one block (FEW_TILES_BYTES): forward and
+    # backward-data jobs then split the output channels, so the transformed filter is read
+    # once instead of once per block of TILE_ROWS tiles.  The sums are the same: the same
+    # bits as the per-block layout, at any thread count.
+    C, K, H = 128, 128, 12
+    geom = make_geometry((1, C, H, H), (K, C, 3, 3), padding=1, dtype=dtype)
+    few = WinogradConvolution(geom)
+    tiles = few._fwd.tH * few._fwd.tW
+    assert few._fwd.tblock >= tiles and few._bwd.tblock >= tiles
+    assert few._fwd.jobs(few._fwd.kchunk) >= winograd_schedule.FEW_TILES_JOBS
+    monkeypatch.setattr(winograd_schedule, "FEW_TILES_BYTES", 0)
+    blocks = WinogradConvolution(geom)
+    assert blocks._fwd.tblock < tiles
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, C, H, H)).astype(dtype)
+    w = rng.standard_normal((K, C, 3, 3)).astype(dtype)
+    dy = rng.standard_normal((1, K, H, H)).astype(dtype)
+    results = []
+    for impl, t in ((blocks, 1), (few, 1), (few, 2), (few, 3)):
+        y, dx = np.empty(dy.shape, dtype), np.empty_like(x)
+        impl.forward(x, w, None, y, 1.0, 0.0, t)
+        impl.backward_data(dy, w, dx, 1.0, 0.0, t)
+        results.append((y, dx))
+    pads = ((1, 1), (1, 1))
+    assert rel_err(results[1][0], _ref_y(x, w, pads, 1)) <= TOL[dtype]
+    assert rel_err(results[1][1], _ref_dx(dy, w, x.shape, pads, 1)) <= TOL[dtype]
+    for y, dx in results[1:]:
+        assert np.array_equal(y, results[0][0]) and np.array_equal(dx, results[0][1])

@@ -42,6 +42,18 @@ WEIGHT_L2_BYTES = 1024 * 1024
 # BIG_TILE_BYTES of transformed tiles (see TileProblem).
 BIG_FILTER_BYTES = 8 * 1024 * 1024
 BIG_TILE_BYTES = 4 * 1024 * 1024
+# Forward and data gradient whose whole batch of transformed tiles is at most
+# FEW_TILES_BYTES per group, with at least FEW_TILES_JOBS output-channel blocks: one tile
+# block, jobs split by output channels (``TileProblem.few_tiles``).  Interleaved, Intel Xeon
+# model 207 (AVX-512, 2 MiB L2), float32, old time / new, forward and data gradient, 1
+# thread then 2: 1x256 14x14 (F(2x2), 0.88 MiB of tiles) 1.13 / 1.17, 1.19 / 1.18; 1x128
+# 28x28 (F(4x4), 0.98 MiB) 1.10 / 1.12, 1.12 / 1.08.  Larger batches of tiles measured
+# mixed: 2x256 14x14 (1.53 MiB) 1.08 / 1.08, 1.08 / 1.05; 2x128 28x28 (1.77 MiB) 1.04 /
+# 1.04, 0.94 / 1.00; 4x256 14x14 (3.1 MiB) 1.05 / 1.05, 0.92 / 0.92; 8x256 14x14 0.86-0.92;
+# 1 MiB also leaves the tiles in the L2 cache of CPUs with 1 MiB per core.  (Same bits:
+# every sum runs in the same order.)
+FEW_TILES_BYTES = 1024 * 1024
+FEW_TILES_JOBS = 4
 # A transformed filter above STREAM_FILTER_BYTES is stored around the caches (non-temporal
 # stores): beyond a core's L2 its lines were read for ownership only to be evicted before
 # the GEMMs read them.  Interleaved, AMD EPYC Zen 4 (AVX-512), float32, 8 images, ms,
@@ -156,8 +168,9 @@ class TileProblem:
         # 12.9 ms; at 256 channels (U = 4 MiB) bigger blocks were slower (res4 6.5 -> 7.0).
         self.kchunk = self.Kb
         u_group = self.points * self.Cp * self.Kb * self.KB * dtype.itemsize
-        if tile_channels is None and u_group > BIG_FILTER_BYTES:
-            row_groups = -(-total // rows)
+        row_groups = -(-total // rows)
+        if tile_channels is None and (u_group > BIG_FILTER_BYTES
+                                      or self.few_tiles(row_groups * per_rows, G)):
             per_block = max(1, min(16, BIG_TILE_BYTES // per_rows))
             nblocks = -(-row_groups // per_block)
             self.tblock = rows * -(-row_groups // nblocks)
@@ -169,6 +182,17 @@ class TileProblem:
         self.scratch_per_thread = (matrices * (self.tblock * row + pad)
                                    + matrices * (self.tblock * self.KB + pad))
         self.stream_filter = self.filter_size() * dtype.itemsize > STREAM_FILTER_BYTES
+
+    def few_tiles(self, all_tiles_bytes: int, G: int) -> bool:
+        """Whether the batch's transformed tiles (``all_tiles_bytes`` per group) make one
+        block that stays in a core's cache, and output-channel chunks alone give enough
+        jobs (``FEW_TILES_JOBS``): then one pass over the transformed filter serves them all.
+
+        The tile blocks above are sized for a batch's worth of tiles; a batch-1 layer has so
+        few that ``min_blocks`` cut them into blocks of ``TILE_ROWS`` tiles, each streaming
+        the whole transformed filter (4 MiB at 256 channels) through the caches."""
+        return (all_tiles_bytes <= FEW_TILES_BYTES
+                and G * self.Kb >= FEW_TILES_JOBS)
 
     def jobs(self, kchunk: int) -> int:
         """Parallel jobs of a forward call with ``kchunk`` output-channel blocks per job."""
