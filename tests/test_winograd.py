@@ -419,8 +419,12 @@ def test_few_tiles_make_one_block_split_by_output_channels(monkeypatch, dtype):
     x = rng.standard_normal((1, C, H, H)).astype(dtype)
     w = rng.standard_normal((K, C, 3, 3)).astype(dtype)
     dy = rng.standard_normal((1, K, H, H)).astype(dtype)
+    # on more threads than its output-channel jobs serve, the blocks' layout runs
+    assert few._fwd.layout_for(2)[0] == few._fwd.tblock
+    many = few._fwd.G * few._fwd.Kb // winograd_schedule.FORWARD_JOBS_PER_THREAD + 1
+    assert few._fwd.layout_for(many)[0] == blocks._fwd.tblock
     results = []
-    for impl, t in ((blocks, 1), (few, 1), (few, 2), (few, 3)):
+    for impl, t in ((blocks, 1), (few, 1), (few, 2), (few, 3), (few, many)):
         y, dx = np.empty(dy.shape, dtype), np.empty_like(x)
         impl.forward(x, w, None, y, 1.0, 0.0, t)
         impl.backward_data(dy, w, dx, 1.0, 0.0, t)

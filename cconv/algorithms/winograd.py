@@ -112,9 +112,9 @@ def _run_packed(problem: TileProblem, packed: Array, U: Array, bias: Optional[Ar
     # repeat their last row), so pooled garbage is never read.
     scratch = ws.empty(nthreads * p.scratch_per_thread, p.dtype)
     run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
-    run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb, p.tblock,
-        p.kchunk_for(nthreads), scratch, y, NO_BIAS[p.dtype] if bias is None else bias, alpha,
-        beta, nthreads, ring, *origin, tile=p.tile)
+    run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb,
+        *p.layout_for(nthreads), scratch, y, NO_BIAS[p.dtype] if bias is None else bias,
+        alpha, beta, nthreads, ring, *origin, tile=p.tile)
 
 
 class WinogradConvolution(Algorithm):

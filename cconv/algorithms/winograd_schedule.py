@@ -24,7 +24,7 @@ Glossary (the kernels use the same names):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Tuple
 
 from .._simd import winograd as kernels
 
@@ -169,18 +169,25 @@ class TileProblem:
         self.kchunk = self.Kb
         u_group = self.points * self.Cp * self.Kb * self.KB * dtype.itemsize
         row_groups = -(-total // rows)
-        if tile_channels is None and (u_group > BIG_FILTER_BYTES
-                                      or self.few_tiles(row_groups * per_rows, G)):
+        # The layout of many threads where the few-tiles one has too few jobs for them
+        # (``layout_for``); None where there is one layout.
+        self.many_threads: Optional[Tuple[int, int]] = None
+        few = self.few_tiles(row_groups * per_rows, G)
+        if tile_channels is None and (u_group > BIG_FILTER_BYTES or few):
+            if few and u_group <= BIG_FILTER_BYTES:
+                self.many_threads = (self.tblock, self.kchunk)
             per_block = max(1, min(16, BIG_TILE_BYTES // per_rows))
             nblocks = -(-row_groups // per_block)
             self.tblock = rows * -(-row_groups // nblocks)
             nkc = min(self.Kb, -(-8 // (G * nblocks)))
             self.kchunk = -(-self.Kb // nkc)
         # One thread's scratch slice: the transformed input tiles V and the products M, each
-        # `matrices` matrices padded apart.  The kernels recompute this size from the same
-        # sizes as the bounds check on the buffer they are given.
-        self.scratch_per_thread = (matrices * (self.tblock * row + pad)
-                                   + matrices * (self.tblock * self.KB + pad))
+        # `matrices` matrices padded apart (room for the larger tile block of the two
+        # layouts).  The kernels recompute this size from the same sizes as the bounds
+        # check on the buffer they are given.
+        most = max(self.tblock, self.many_threads[0] if self.many_threads else 0)
+        self.scratch_per_thread = (matrices * (most * row + pad)
+                                   + matrices * (most * self.KB + pad))
         self.stream_filter = self.filter_size() * dtype.itemsize > STREAM_FILTER_BYTES
 
     def few_tiles(self, all_tiles_bytes: int, G: int) -> bool:
@@ -194,10 +201,26 @@ class TileProblem:
         return (all_tiles_bytes <= FEW_TILES_BYTES
                 and G * self.Kb >= FEW_TILES_JOBS)
 
-    def jobs(self, kchunk: int) -> int:
-        """Parallel jobs of a forward call with ``kchunk`` output-channel blocks per job."""
-        blocks = -(-(self.N * self.tH * self.tW) // self.tblock)
+    def jobs(self, kchunk: int, tblock: Optional[int] = None) -> int:
+        """Parallel jobs of a forward call with ``kchunk`` output-channel blocks per job
+        (and tile blocks of ``tblock`` tiles, :attr:`tblock` by default)."""
+        blocks = -(-(self.N * self.tH * self.tW) // (tblock or self.tblock))
         return self.G * blocks * -(-self.Kb // kchunk)
+
+    def layout_for(self, nthreads: int) -> Tuple[int, int]:
+        """``(tblock, kchunk)`` of a forward call on ``nthreads`` threads.
+
+        The few-tiles layout (one tile block, jobs split by output channels) has at most
+        ``G * Kb`` jobs; where that is under ``FORWARD_JOBS_PER_THREAD * nthreads`` (batch-1
+        256 channels on 16 threads: 8 jobs) the tile blocks of many threads serve instead,
+        their chunks cut by :meth:`kchunk_for`'s rule.  Same sums either way: same bits."""
+        if (self.many_threads is not None
+                and self.G * self.Kb < FORWARD_JOBS_PER_THREAD * nthreads):
+            tblock, kchunk = self.many_threads
+            return tblock, _chunk_for_threads(kchunk, self.Kb,
+                                              lambda k: self.jobs(k, tblock),
+                                              FORWARD_JOBS_PER_THREAD, nthreads)
+        return self.tblock, self.kchunk_for(nthreads)
 
     def kchunk_for(self, nthreads: int) -> int:
         """Output-channel blocks per forward job on ``nthreads`` threads: all of them on
