@@ -44,11 +44,12 @@ BIG_FILTER_BYTES = 8 * 1024 * 1024
 BIG_TILE_BYTES = 4 * 1024 * 1024
 # Forward and data gradient whose whole batch of transformed tiles is at most
 # FEW_TILES_BYTES per group, with at least FEW_TILES_JOBS output-channel blocks: one tile
-# block, jobs split by output channels (``TileProblem.few_tiles``).  Interleaved, Intel Xeon
+# block, jobs split by output channels (``TileProblem.few_tiles``; on more threads than
+# those jobs serve, ``layout_for`` keeps the tile blocks).  Interleaved, Intel Xeon
 # model 207 (AVX-512, 2 MiB L2), float32, old time / new, forward and data gradient, 1
 # thread then 2: 1x256 14x14 (F(2x2), 0.88 MiB of tiles) 1.13 / 1.17, 1.19 / 1.18; 1x128
 # 28x28 (F(4x4), 0.98 MiB) 1.10 / 1.12, 1.12 / 1.08.  Larger batches of tiles measured
-# mixed: 2x256 14x14 (1.53 MiB) 1.08 / 1.08, 1.08 / 1.05; 2x128 28x28 (1.77 MiB) 1.04 /
+# mixed: 2x256 14x14 (1.53 MiB) 1.08 / 1.08, 1.08 / 1.05; 2x128 28x28 (1.72 MiB) 1.04 /
 # 1.04, 0.94 / 1.00; 4x256 14x14 (3.1 MiB) 1.05 / 1.05, 0.92 / 0.92; 8x256 14x14 0.86-0.92;
 # 1 MiB also leaves the tiles in the L2 cache of CPUs with 1 MiB per core.  (Same bits:
 # every sum runs in the same order.)
