@@ -434,3 +434,113 @@ def test_few_tiles_make_one_block_split_by_output_channels(monkeypatch, dtype):
     assert rel_err(results[1][1], _ref_dx(dy, w, x.shape, pads, 1)) <= TOL[dtype]
     for y, dx in results[1:]:
         assert np.array_equal(y, results[0][0]) and np.array_equal(dx, results[0][1])
+
+
+def _filter_in_jobs_spy(monkeypatch, enabled=True):
+    """Record whether each forward kernel call transformed its filter in its jobs (or
+    force the separate transform with ``enabled=False``)."""
+    from cconv.algorithms import winograd as winograd_module
+    calls = []
+    real = winograd_module.filter_in_jobs
+
+    def spy(*args, **kwargs):
+        calls.append(enabled and real(*args, **kwargs))
+        return calls[-1]
+
+    monkeypatch.setattr(winograd_module, "filter_in_jobs", spy)
+    return calls
+
+
+@pytest.mark.parametrize("C, K, H, groups", [(128, 128, 12, 1), (64, 96, 9, 2), (40, 136, 7, 1)])
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_filter_transformed_in_the_jobs_same_bits(monkeypatch, C, K, H, groups, threads):
+    # On the few-tiles layout each job transforms its output blocks' filters (the same
+    # block transform, the same GEMM order): the same bits as the separate transform, for
+    # the forward pass (with bias and alpha) and the data gradient (the rotated filter).
+    rng = np.random.default_rng(C + K)
+    x = rng.standard_normal((1, C, H, H)).astype(np.float32)
+    w = rng.standard_normal((K, C // groups, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(K).astype(np.float32)
+    kw = dict(padding=((1, 0), (2, 1)), groups=groups, algo="winograd", num_threads=threads)
+    calls = _filter_in_jobs_spy(monkeypatch)
+    y = cconv.conv2d(x, w, b, alpha=0.5, **kw)
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    dx = cconv.conv2d_backward_data(dy, w, x.shape, **kw)
+    geom = make_geometry(x.shape, w.shape, padding=kw["padding"], groups=groups,
+                         dtype=np.float32)
+    impl = WinogradConvolution(geom)
+    problems = (impl._fwd4 or impl._fwd, impl._bwd4 or impl._bwd)
+    assert calls == [p.filter_in_jobs and p.layout_for(threads)[0] == p.tblock
+                     for p in problems]
+    if threads < 3:
+        assert calls[0]  # the forward of every shape here takes it on 1 and 2 threads
+    _filter_in_jobs_spy(monkeypatch, enabled=False)
+    assert np.array_equal(y, cconv.conv2d(x, w, b, alpha=0.5, **kw))
+    assert np.array_equal(dx, cconv.conv2d_backward_data(dy, w, x.shape, **kw))
+    pads = ((1, 0), (2, 1))
+    assert rel_err(y, 0.5 * (_ref_y(x, w, pads, groups) + b[None, :, None, None])) <= 1e-5
+    assert rel_err(dx, _ref_dx(dy, w, x.shape, pads, groups)) <= 1e-5
+
+
+def test_filter_in_the_jobs_not_with_beta_or_a_ring(monkeypatch):
+    # beta != 0 needs y untouched when a filter turns out non-finite, so it transforms
+    # apart; so does a padding mode's split data gradient (its ring)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 128, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
+    calls = _filter_in_jobs_spy(monkeypatch)
+    y0 = rng.standard_normal((1, 128, 12, 12)).astype(np.float32)
+    out = y0.copy()
+    cconv.conv2d(x, w, padding=1, algo="winograd", out=out, beta=0.5)
+    assert calls == [False]
+    assert rel_err(out, _ref_y(x, w, ((1, 1), (1, 1)), 1) + 0.5 * y0) <= 1e-5
+    cconv.conv2d_backward_data(y0, w, x.shape, padding=1, padding_mode="reflect",
+                               algo="winograd")
+    assert calls[1:] == [False]
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_non_finite_filter_in_the_jobs_falls_back_to_direct(monkeypatch, bad):
+    # The jobs find a non-finite filter after writing y: the call then runs the direct
+    # kernel, whose infinities and NaNs are those of the plain sums (Winograd's transforms
+    # would turn an infinity into NaN), over the whole result.
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 128, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((128, 128, 3, 3)).astype(np.float32)
+    w[5, 7, 1, 2] = bad
+    calls = _filter_in_jobs_spy(monkeypatch)
+    y = cconv.conv2d(x, w, padding=1, algo="winograd")
+    assert calls == [True]
+    want = cconv.conv2d(x, w, padding=1, algo="direct")
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(y), np.isinf(want))
+    finite = np.isfinite(want)
+    assert finite.any() and not finite.all()
+    assert rel_err(y[finite], want[finite]) <= 1e-5
+
+
+def test_filter_in_the_jobs_kernel_checks_its_sizes():
+    from cconv._simd import winograd as kernels
+    from cconv.algorithms.winograd import pack_input
+    from cconv import _workspace
+    geom = make_geometry((1, 32, 6, 6), (64, 32, 3, 3), padding=1, dtype=np.float32)
+    p = WinogradConvolution(geom)._fwd
+    x = np.ones((1, 32, 6, 6), np.float32)
+    w = np.ones((64, 32, 3, 3), np.float32)
+    y = np.empty((1, 64, 6, 6), np.float32)
+    with _workspace.scope() as ws:
+        packed = pack_input(p, x, 1, ws)
+        scratch = np.empty(p.scratch_per_thread + 36 * p.Cp * p.KB, np.float32)
+        args = [packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW,
+                np.zeros(0, np.float32), p.Kg, p.Kb]
+        tail = [scratch, y, np.zeros(0, np.float32), 1.0, 0.0, 1]
+        tiles = p.tH * p.tW
+        with pytest.raises(ValueError, match="filter does not match"):
+            kernels.forward_float(*args, tiles, p.Kb, *tail, w=w[:32])
+        with pytest.raises(ValueError, match="one tile block"):
+            kernels.forward_float(*args, 1, p.Kb, *tail, w=w)
+        small = np.empty(p.scratch_per_thread - 1, np.float32)
+        with pytest.raises(ValueError, match="scratch is too small"):
+            kernels.forward_float(*args, tiles, p.Kb, small, *tail[1:], w=w)
+        assert kernels.forward_float(*args, tiles, p.Kb, *tail, w=w) == 0
+    assert rel_err(y, _ref_y(x, w, ((1, 1), (1, 1)), 1)) <= 1e-5

@@ -95,26 +95,47 @@ def run_forward(problem: TileProblem, x: Array, w: Array, bias: Optional[Array],
     p = problem
     with _workspace.scope() as ws:
         packed = pack_input(p, x, nthreads, ws, maps)
-        if U is None and packed is not None:
+        if packed is None:
+            return False
+        if U is None and filter_in_jobs(p, beta, nthreads, ring):
+            # (no U: an empty array.)  A non-finite filter is found only once the jobs
+            # have written y: beta == 0, so the caller's fallback writes all of y again
+            return _run_packed(p, packed, NO_BIAS[p.dtype], bias, y, alpha, beta,
+                               nthreads, ws, ring, origin, w=w) == 0
+        if U is None:
             U = transform_filter(p, w, nthreads, ws.empty(p.filter_size(), p.dtype))
-        if packed is None or U is None:
+        if U is None:
             return False
         _run_packed(p, packed, U, bias, y, alpha, beta, nthreads, ws, ring, origin)
     return True
 
 
+def filter_in_jobs(problem: TileProblem, beta: float, nthreads: int,
+                   ring: Optional[Array]) -> bool:
+    """Whether a forward call transforms its filter in its jobs (the few-tiles layout on
+    ``nthreads`` threads, no ring, beta == 0), each output block's filters while its tiles
+    wait in cache, instead of the whole transformed filter out to memory and back."""
+    p = problem
+    return (p.filter_in_jobs and beta == 0 and ring is None
+            and p.layout_for(nthreads)[0] == p.tblock)
+
+
 def _run_packed(problem: TileProblem, packed: Array, U: Array, bias: Optional[Array],
                 y: Array, alpha: float, beta: float, nthreads: int, ws: _Scope,
-                ring: Optional[Array] = None, origin: Tuple[int, int] = (0, 0)) -> None:
-    """The forward kernel on an input packed by :func:`pack_input` (see :func:`run_forward`)."""
+                ring: Optional[Array] = None, origin: Tuple[int, int] = (0, 0),
+                w: Optional[Array] = None) -> int:
+    """The forward kernel on an input packed by :func:`pack_input` (see :func:`run_forward`;
+    ``w``: the filter, transformed in the jobs, see :func:`filter_in_jobs`).  Returns the
+    kernel's count of non-finite filter blocks (0 without ``w``)."""
     p = problem
     # Every scratch element a job reads it has written first (partial tile blocks
     # repeat their last row), so pooled garbage is never read.
     scratch = ws.empty(nthreads * p.scratch_per_thread, p.dtype)
     run = getattr(kernels, f"forward_{_CTYPE[p.dtype]}")
-    run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb,
-        *p.layout_for(nthreads), scratch, y, NO_BIAS[p.dtype] if bias is None else bias,
-        alpha, beta, nthreads, ring, *origin, tile=p.tile)
+    return int(run(packed, p.N, p.G, p.ncb, p.block, p.Hp, p.Wp, p.tH, p.tW, U, p.Kg, p.Kb,
+                   *p.layout_for(nthreads), scratch, y,
+                   NO_BIAS[p.dtype] if bias is None else bias, alpha, beta, nthreads, ring,
+                   *origin, tile=p.tile, w=w))
 
 
 class WinogradConvolution(Algorithm):
