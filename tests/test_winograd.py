@@ -453,10 +453,20 @@ def _filter_in_jobs_spy(monkeypatch, enabled=True):
 
 @pytest.mark.parametrize("C, K, H, groups", [(128, 128, 12, 1), (64, 96, 9, 2), (40, 136, 7, 1)])
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_filter_transformed_in_the_jobs_same_bits(monkeypatch, C, K, H, groups, threads):
-    # On the few-tiles layout each job transforms its output blocks' filters (the same
-    # block transform, the same GEMM order): the same bits as the separate transform, for
-    # the forward pass (with bias and alpha) and the data gradient (the rotated filter).
+@pytest.mark.parametrize("big_filter", [False, True])
+def test_filter_transformed_in_the_jobs_same_bits(monkeypatch, request, C, K, H, groups,
+                                                  threads, big_filter):
+    # With one tile block each job transforms its output blocks' filters (the same block
+    # transform, the same GEMM order): the same bits as the separate transform, for the
+    # forward pass (with bias and alpha) and the data gradient (the rotated filter).  The
+    # one block of the few-tiles layout, or (big_filter) of a big filter's layout, whose
+    # jobs take chunks of several output blocks.
+    from cconv.algorithms.base import _instance
+    if big_filter:
+        monkeypatch.setattr(winograd_schedule, "BIG_FILTER_BYTES", 0)
+        monkeypatch.setattr(winograd_schedule, "FEW_TILES_BYTES", 0)
+        _instance.cache_clear()  # the public calls' cached schedules see the patch
+        request.addfinalizer(_instance.cache_clear)
     rng = np.random.default_rng(C + K)
     x = rng.standard_normal((1, C, H, H)).astype(np.float32)
     w = rng.standard_normal((K, C // groups, 3, 3)).astype(np.float32)
@@ -539,8 +549,12 @@ def test_filter_in_the_jobs_kernel_checks_its_sizes():
             kernels.forward_float(*args, tiles, p.Kb, *tail, w=w[:32])
         with pytest.raises(ValueError, match="one tile block"):
             kernels.forward_float(*args, 1, p.Kb, *tail, w=w)
-        small = np.empty(p.scratch_per_thread - 1, np.float32)
+        # the slice holds the tiles' matrices and one output block's transformed filter
+        pad, pts = kernels.MATRIX_PAD["float32"], p.points
+        need = pts * (tiles * p.Cp + pad) + pts * (tiles * p.KB + pad) + pts * p.Cp * p.KB
+        small = np.empty(need - 1, np.float32)
         with pytest.raises(ValueError, match="scratch is too small"):
             kernels.forward_float(*args, tiles, p.Kb, small, *tail[1:], w=w)
-        assert kernels.forward_float(*args, tiles, p.Kb, *tail, w=w) == 0
+        assert kernels.forward_float(*args, tiles, p.Kb, np.empty(need, np.float32),
+                                     *tail[1:], w=w) == 0
     assert rel_err(y, _ref_y(x, w, ((1, 1), (1, 1)), 1)) <= 1e-5

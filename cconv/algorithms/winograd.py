@@ -112,14 +112,17 @@ def run_forward(problem: TileProblem, x: Array, w: Array, bias: Optional[Array],
 
 def filter_in_jobs(problem: TileProblem, beta: float, nthreads: int,
                    ring: Optional[Array]) -> bool:
-    """Whether a forward call transforms its filter in its jobs (the few-tiles layout on
+    """Whether a forward call transforms its filter in its jobs (one tile block on
     ``nthreads`` threads, no ring, beta == 0), each output block's filters while its tiles
     wait in cache, instead of the whole transformed filter out to memory and back.
 
-    Interleaved, Intel Xeon model 207 (AVX-512), float32, old / new time on top of the
-    few-tiles layout, forward / data gradient, 1 thread then 2: 1x256 14x14 1.42 / 1.32,
-    1.32 / 1.23; 1x128 28x28 (F(4x4)) 1.35 / 1.20, 1.26 / 1.10; 1x256 7x7 1.68 / 1.42,
-    1.38 / 1.34; 1x128 14x14 1.11 / 1.11, 1.31 / 1.24."""
+    Interleaved, Intel Xeon model 207 (AVX-512), float32, old / new time, forward / data
+    gradient, 1 thread then 2: on the few-tiles layout 1x256 14x14 1.42 / 1.32, 1.32 /
+    1.23; 1x128 28x28 (F(4x4)) 1.35 / 1.20, 1.26 / 1.10; 1x256 7x7 1.68 / 1.42, 1.38 /
+    1.34; 1x128 14x14 1.11 / 1.11, 1.31 / 1.24; on a big filter's single block, ResNet-50
+    res5 (8x512 7x7, F(4x4), a 37.7 MB transformed filter) 1.23 / 1.20, 1.25 / 1.18, and
+    1x512 7x7 1.51 / 1.27, 1.77 / 1.55.  (2x256 14x14, several blocks, stays as it was:
+    0.99-1.01, the null check.)"""
     p = problem
     return (p.filter_in_jobs and beta == 0 and ring is None
             and p.layout_for(nthreads)[0] == p.tblock)

@@ -189,10 +189,11 @@ class TileProblem:
         most = max(self.tblock, self.many_threads[0] if self.many_threads else 0)
         self.scratch_per_thread = (matrices * (most * row + pad)
                                    + matrices * (most * self.KB + pad))
-        # The few-tiles layout gives every output block one job, which can transform that
-        # block's filters itself (``filter_in_jobs``): one output block's transformed
-        # filter more per thread.
-        self.filter_in_jobs = self.many_threads is not None and self.tblock >= total
+        # One tile block (the few-tiles layout, or a big filter's few tiles) gives every
+        # output block one job, which can transform that block's filters itself
+        # (``winograd.filter_in_jobs``): one output block's transformed filter more per
+        # thread.
+        self.filter_in_jobs = tile_channels is None and self.tblock >= total
         if self.filter_in_jobs:
             self.scratch_per_thread += matrices * self.Cp * self.KB
         self.stream_filter = self.filter_size() * dtype.itemsize > STREAM_FILTER_BYTES
