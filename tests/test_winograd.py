@@ -480,7 +480,7 @@ def test_filter_transformed_in_the_jobs_same_bits(monkeypatch, request, C, K, H,
                          dtype=np.float32)
     impl = WinogradConvolution(geom)
     problems = (impl._fwd4 or impl._fwd, impl._bwd4 or impl._bwd)
-    assert calls == [p.filter_in_jobs and p.layout_for(threads)[0] == p.tblock
+    assert calls == [p.single_block and not p.takes_many_threads_layout(threads)
                      for p in problems]
     if threads < 3:
         assert calls[0]  # the forward of every shape here takes it on 1 and 2 threads

@@ -7,8 +7,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-FOLD_PREFETCH_ROWS: int
-
 def gather_sum(src: npt.NDArray[Any], dst: npt.NDArray[Any], row_ptr: npt.NDArray[np.int64],
                row_idx: npt.NDArray[np.int64], col_ptr: npt.NDArray[np.int64],
                col_idx: npt.NDArray[np.int64], c0: int, c1: int, shift: int,

@@ -30,7 +30,8 @@ cdef extern from *:
     void __builtin_prefetch(const void *p) noexcept nogil
 
 # Rows ahead whose padding columns ``fold_ring`` asks for while it folds a row.
-FOLD_PREFETCH_ROWS = 8
+cdef enum:
+    FOLD_PREFETCH_ROWS = 8
 
 ctypedef fused real:
     float
@@ -96,11 +97,11 @@ def gather_sum(const real[:, :, :, ::1] src, real[:, :, :, ::1] dst,
 
 cdef inline void _prefetch4(const void *a, const void *b, const void *c,
                             const void *d) noexcept nogil:
-    # fold_ring's: the lines holding both ends of a ring row and of the result row it
-    # folds into: the
-    # fold reads and writes a few elements per row, one or two lines apart at each end, so
-    # the hardware's stride prefetch never gets ahead of it (NCHW planes of 56x56 pixels:
-    # 1 ms for ResNet-50 res2's ring, half of it with everything in cache).
+    # For fold_ring: ask for the lines holding both ends of a ring row and of the result
+    # row it folds into.  The fold reads and writes a few elements per row, one or two
+    # lines apart at each end, so the hardware's stride prefetch never gets ahead of it
+    # (NCHW planes of 56x56 pixels: 1 ms for ResNet-50 res2's ring, half of it with
+    # everything in cache).
     __builtin_prefetch(a)
     __builtin_prefetch(b)
     __builtin_prefetch(c)
@@ -124,7 +125,6 @@ def fold_ring(const real[:, :, :, ::1] ring, real[:, :, :, ::1] dst,
     cdef int64_t sr, sc
     cdef real a = <real>alpha
     cdef bint image_row
-    cdef Py_ssize_t ahead = FOLD_PREFETCH_ROWS
     if dst.shape[0] != B or dst.shape[3] != L:
         raise ValueError("ring and dst differ in blocks or channels")
     if row_src.shape[0] != Hp or col_src.shape[0] != Wp:
@@ -141,9 +141,11 @@ def fold_ring(const real[:, :, :, ::1] ring, real[:, :, :, ::1] dst,
         return
     for b in prange(B, nogil=True, schedule="static", num_threads=num_threads):
         for r in range(Hp):
-            if r + ahead < Hp and row_src[r + ahead] >= 0:
-                _prefetch4(&ring[b, r + ahead, 0, 0], &ring[b, r + ahead, Wp - 1, 0],
-                           &dst[b, row_src[r + ahead], 0, 0], &dst[b, row_src[r + ahead], W - 1, 0])
+            if r + FOLD_PREFETCH_ROWS < Hp and row_src[r + FOLD_PREFETCH_ROWS] >= 0:
+                sr = row_src[r + FOLD_PREFETCH_ROWS]
+                _prefetch4(&ring[b, r + FOLD_PREFETCH_ROWS, 0, 0],
+                           &ring[b, r + FOLD_PREFETCH_ROWS, Wp - 1, 0], &dst[b, sr, 0, 0],
+                           &dst[b, sr, W - 1, 0])
             sr = row_src[r]
             if sr < 0:
                 continue

@@ -124,8 +124,8 @@ def filter_in_jobs(problem: TileProblem, beta: float, nthreads: int,
     1x512 7x7 1.51 / 1.27, 1.77 / 1.55.  (2x256 14x14, several blocks, stays as it was:
     0.99-1.01, the null check.)"""
     p = problem
-    return (p.filter_in_jobs and beta == 0 and ring is None
-            and p.layout_for(nthreads)[0] == p.tblock)
+    return (p.single_block and not p.takes_many_threads_layout(nthreads) and beta == 0
+            and ring is None)
 
 
 def _run_packed(problem: TileProblem, packed: Array, U: Array, bias: Optional[Array],

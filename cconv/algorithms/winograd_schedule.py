@@ -173,7 +173,7 @@ class TileProblem:
         # The layout of many threads where the few-tiles one has too few jobs for them
         # (``layout_for``); None where there is one layout.
         self.many_threads: Optional[Tuple[int, int]] = None
-        few = self.few_tiles(row_groups * per_rows, G)
+        few = self.few_tiles(row_groups * per_rows)
         if tile_channels is None and (u_group > BIG_FILTER_BYTES or few):
             if few and u_group <= BIG_FILTER_BYTES:
                 self.many_threads = (self.tblock, self.kchunk)
@@ -193,12 +193,12 @@ class TileProblem:
         # output block one job, which can transform that block's filters itself
         # (``winograd.filter_in_jobs``): one output block's transformed filter more per
         # thread.
-        self.filter_in_jobs = tile_channels is None and self.tblock >= total
-        if self.filter_in_jobs:
+        self.single_block = tile_channels is None and self.tblock >= total
+        if self.single_block:
             self.scratch_per_thread += matrices * self.Cp * self.KB
         self.stream_filter = self.filter_size() * dtype.itemsize > STREAM_FILTER_BYTES
 
-    def few_tiles(self, all_tiles_bytes: int, G: int) -> bool:
+    def few_tiles(self, all_tiles_bytes: int) -> bool:
         """Whether the batch's transformed tiles (``all_tiles_bytes`` per group) make one
         block that stays in a core's cache, and output-channel chunks alone give enough
         jobs (``FEW_TILES_JOBS``): then one pass over the transformed filter serves them all.
@@ -207,7 +207,7 @@ class TileProblem:
         few that ``min_blocks`` cut them into blocks of ``TILE_ROWS`` tiles, each streaming
         the whole transformed filter (4 MiB at 256 channels) through the caches."""
         return (all_tiles_bytes <= FEW_TILES_BYTES
-                and G * self.Kb >= FEW_TILES_JOBS)
+                and self.G * self.Kb >= FEW_TILES_JOBS)
 
     def jobs(self, kchunk: int, tblock: Optional[int] = None) -> int:
         """Parallel jobs of a forward call with ``kchunk`` output-channel blocks per job
@@ -222,13 +222,18 @@ class TileProblem:
         ``G * Kb`` jobs; where that is under ``FORWARD_JOBS_PER_THREAD * nthreads`` (batch-1
         256 channels on 16 threads: 8 jobs) the tile blocks of many threads serve instead,
         their chunks cut by :meth:`kchunk_for`'s rule.  Same sums either way: same bits."""
-        if (self.many_threads is not None
-                and self.G * self.Kb < FORWARD_JOBS_PER_THREAD * nthreads):
+        if self.many_threads is not None and self.takes_many_threads_layout(nthreads):
             tblock, kchunk = self.many_threads
             return tblock, _chunk_for_threads(kchunk, self.Kb,
                                               lambda k: self.jobs(k, tblock),
                                               FORWARD_JOBS_PER_THREAD, nthreads)
         return self.tblock, self.kchunk_for(nthreads)
+
+    def takes_many_threads_layout(self, nthreads: int) -> bool:
+        """Whether a call on ``nthreads`` threads runs :attr:`many_threads`' tile blocks
+        (there are such; the few-tiles layout has too few jobs for them)."""
+        return (self.many_threads is not None
+                and self.G * self.Kb < FORWARD_JOBS_PER_THREAD * nthreads)
 
     def kchunk_for(self, nthreads: int) -> int:
         """Output-channel blocks per forward job on ``nthreads`` threads: all of them on
