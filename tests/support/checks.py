@@ -10,11 +10,18 @@ def rtol_for(dtype):
     return RTOL[np.dtype(dtype)]
 
 
-def assert_close(actual, ref, dtype=None, rtol=None, what=""):
+def assert_close(actual, ref, dtype=None, rtol=None, what="", terms=None):
     """max |actual - ref| <= rtol * max |ref|  (rtol from the result dtype unless given).
 
     The scale has a floor of 1e-3 so an all-zero reference (an output window that only saw
     padding) still has to come out (almost) zero.
+
+    ``terms``, where given, is the same computation on the absolute values of its operands:
+    per element, the sum of the magnitudes of the products that were added up. A rounded sum
+    of n products is off by up to about n * eps * that sum however small the sum itself came
+    out, so an element whose terms cancel (a result of 1e-3 made of terms near 1) may also be
+    off by ``rtol / 10`` of its terms. A wrong or missing term is off by a whole term, far
+    beyond that allowance, so the check still catches index errors.
     """
     actual = np.asarray(actual)
     ref = np.asarray(ref, dtype=np.float64)
@@ -25,13 +32,21 @@ def assert_close(actual, ref, dtype=None, rtol=None, what=""):
         rtol = rtol_for(dtype)
     a64 = actual.astype(np.float64)
     assert np.all(np.isfinite(a64)), f"{what}: non-finite values in result"
-    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-3)
-    err = float(np.abs(a64 - ref).max()) if ref.size else 0.0
-    if err > rtol * scale:
-        idx = np.unravel_index(np.argmax(np.abs(a64 - ref)), ref.shape)
+    if not ref.size:
+        return
+    scale = max(float(np.abs(ref).max()), 1e-3)
+    error = np.abs(a64 - ref)
+    bound = np.full(ref.shape, rtol * scale)
+    if terms is not None:
+        terms = np.asarray(terms, dtype=np.float64)
+        assert terms.shape == ref.shape, f"{what}: terms shape {terms.shape} != {ref.shape}"
+        bound += (rtol / 10) * terms
+    if np.any(error > bound):
+        idx = np.unravel_index(np.argmax(error - bound), ref.shape)
         raise AssertionError(
-            f"{what}: max abs error {err:.3e} > {rtol:.0e} * max|ref| ({scale:.3e}); "
-            f"worst at {idx}: got {a64[idx]!r}, reference {ref[idx]!r}")
+            f"{what}: error {error[idx]:.3e} > bound {bound[idx]:.3e} ({rtol:.0e} * max|ref| "
+            f"{scale:.3e}{'' if terms is None else ' + terms allowance'}); worst at {idx}: "
+            f"got {a64[idx]!r}, reference {ref[idx]!r}")
 
 
 def rel_err(got, ref):

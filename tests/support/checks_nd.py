@@ -5,6 +5,8 @@ rank (``conv1d``, ``conv3d_backward_data``, ...): this package must not import c
 ``support/__init__.py``).
 """
 
+from dataclasses import replace
+
 import numpy as np
 
 from .checks import assert_close
@@ -73,6 +75,13 @@ def as_reference(case, pss, result):
     return case.weight_to_cconv(result) if pss == "backward_weight" else case.to_cconv(result)
 
 
+def magnitudes(case):
+    """``case`` with every operand replaced by its absolute value: its reference gives, per
+    element, the sum of the magnitudes of the terms the result adds up (see ``assert_close``)."""
+    return replace(case, x=np.abs(case.x), w=np.abs(case.w), b=np.abs(case.b),
+                   gy=np.abs(case.gy), value=abs(case.value))
+
+
 def check_case(ops, case, transposed=False):
     """Every pass (and the bias gradient) of ``case`` against the reference."""
     call = transpose_call if transposed else conv_call
@@ -81,7 +90,7 @@ def check_case(ops, case, transposed=False):
         got = call(ops, case, pss)
         assert got.dtype == case.result_dtype, (pss, got.dtype)
         assert_close(as_reference(case, pss, got), reference(case, pss), dtype=case.dtype,
-                     what=pss)
+                     what=pss, terms=reference(magnitudes(case), pss))
     if not transposed:
         db = fn(ops, case.rank, "_backward_bias")(case.arrays["gy"], layout=case.layout)
         assert_close(db, ref_backward_bias(case.gy), dtype=case.dtype, what="backward_bias")
@@ -104,6 +113,10 @@ def check_out_alpha_beta(ops, case, pss, alpha, beta, out_form, transposed=False
     got = call(ops, case, pss, out=out, alpha=alpha, beta=beta)
     assert got is out
     ref = alpha * reference(case, pss)
+    terms = abs(alpha) * reference(magnitudes(case), pss)
     if beta != 0:
-        ref = ref + beta * as_reference(case, pss, start.astype(np.float64))
-    assert_close(as_reference(case, pss, out), ref, dtype=case.dtype, what=f"{pss} out=")
+        start_ref = as_reference(case, pss, start.astype(np.float64))
+        ref = ref + beta * start_ref
+        terms = terms + abs(beta) * np.abs(start_ref)
+    assert_close(as_reference(case, pss, out), ref, dtype=case.dtype, what=f"{pss} out=",
+                 terms=terms)
