@@ -206,6 +206,58 @@ def _run_product(b: Array, a: Array, groups: int, rows_out: int, a_row: int, a_r
     return True
 
 
+def row_product(b: Array, a: Array, groups: int, out: Array, taps: int, tap_step: int,
+                shift: int, bias: Array | None, alpha: float, nthreads: int) -> bool:
+    """A convolution along rows (column stride 1) as the compiled product: ``out[n, g*M + m,
+    p] = alpha * (sum_{c, t} a[g*M + m, c*taps + t] * b[n, g*C + c, p + t*tap_step - shift]
+    + bias[g*M + m])``, columns outside ``b``'s rows reading zero.
+
+    Parameters
+    ----------
+    b : (N, G*C, W) contiguous array
+    a : (G*M, C*taps) contiguous array of ``b``'s dtype
+    groups : int
+    out : (N, G*M, P) contiguous array of ``b``'s dtype (written, never read)
+    taps, tap_step, shift : int
+        Reduction taps per input row, the columns between them, and the column of output
+        pixel 0's first tap (negated).
+    bias : (G*M,) array or None
+    alpha : float
+    nthreads : int
+
+    Returns
+    -------
+    bool
+        False (nothing done) for a dtype the compiled product does not run.
+
+    Each panel of output columns is packed as the im2col of its taps (``_pack_taps``: zero
+    outside the row), then every row tile of ``a`` streams it: the 1x1 product's register
+    tile and blocking, with the taps in its reduction.
+    """
+    kernel = _native_kernel("product", b.dtype)
+    if kernel is None or a.dtype != b.dtype or out.dtype != b.dtype:
+        return False
+    n, rows_out, pixels = out.shape
+    reduction = a.shape[1]
+    panel = min(PANEL_PIXELS, -(-pixels // int(_pointwise_kernels.STRIP[b.dtype.name]))
+                * int(_pointwise_kernels.STRIP[b.dtype.name]))
+    mchunk = _row_chunk(rows_out // groups, groups * n * -(-pixels // panel), nthreads)
+    scratch = np.empty(_product_scratch(panel, reduction, b.dtype, nthreads), b.dtype)
+    kernel(b, a.reshape(-1), groups, rows_out // groups, reduction, 1, out, panel, mchunk,
+           scratch, nthreads, out.nbytes >= STREAM_RESULT_BYTES, False, True, taps,
+           tap_step, shift, bias, alpha)
+    return True
+
+
+def row_product_bytes(images: int, groups: int, reduction: int, rows_out: int, pixels: int,
+                      dtype: np.dtype[Any], nthreads: int) -> int:
+    """Bytes :func:`row_product` allocates for ``images`` rows of ``pixels`` output columns,
+    ``reduction`` (channels x taps) and ``rows_out`` rows per group: its panels and the
+    weight packed in register tiles (0 for a dtype it does not run)."""
+    return _native_scratch_bytes(images, groups, reduction, rows_out, max(pixels, PANEL_PIXELS),
+                                 dtype, nthreads)
+
+
 def _native_product(planes: Array, wg: Array, transpose: bool, result: Array,
                     nthreads: int) -> bool:
     """``result[n, g] = W_g @ planes[n, g]`` (``W_g^T`` when ``transpose``) with the compiled
