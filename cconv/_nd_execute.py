@@ -41,6 +41,7 @@ from . import _geometry as _geometry_module
 from . import _workspace
 from . import functional as _functional_module
 from .algorithms import direct_volume
+from ._kernels import _runtime
 from ._nd_geometry import NdGeometry, channels_last, to_layout, weight_to_layout
 from ._threads import threads_for_work
 
@@ -472,18 +473,26 @@ def _depthwise_ndhwc_kernel(geom: NdGeometry, src: Array, weight: Array, flip: b
 # / 29.4 and 14.9 / 27.6; U-Net level 159 / 208 and 86 / 110; 64 channels 248 / 184 and 117 /
 # 84), except with few input channels, whose gradient the depthwise kernels compute on the
 # tap loop: the C3D stem's 173 / 111 and 97 / 98.
-WINOGRAD_TAPS_FROM_CHANNELS = 64
+# Intel Xeon model 207 (AVX-512, two full-width FMA units a core) measured the Winograd taps
+# faster from 16 channels (float32, interleaved, folded time over tap-loop time, forward /
+# data gradient, NCDHW / NDHWC, 1 thread then 2): the U-Net level 1.62-1.74 / 1.28-1.63,
+# 2 x 16 channels on 32x64x64 1.55-1.82 / 1.43-1.61, 2 x 32 on 16x56x56 1.43-1.56 /
+# 1.23-1.47, 48 and 64 channels 1.95-2.08 on 1 thread; 8 channels 0.54-0.65 (the folded
+# kernels win).  So the threshold is per CPU vendor, each from its own measurements (AMD:
+# Zen 4 above; another or unknown CPU takes AMD's, the one that keeps the folded kernels).
+WINOGRAD_TAPS_FROM_CHANNELS = {"intel": 16, "amd": 64, "other": 64}
+CPU_VENDOR = _runtime.cpu_vendor()
 
 
-def preferred(geom: NdGeometry, op: str) -> bool:
+def preferred(geom: NdGeometry, op: str, vendor: Optional[str] = None) -> bool:
     """Whether ``algo="auto"`` runs pass ``op`` (forward or backward_data) of ``geom``, a
     problem the folded kernels apply to (``direct_volume.applies``), on them
-    (:data:`WINOGRAD_TAPS_FROM_CHANNELS`)."""
+    (:data:`WINOGRAD_TAPS_FROM_CHANNELS` of ``vendor``, default this CPU's)."""
     choice = _dispatch_module.heuristic(tap_geometry_2d(geom, geom.N), op)
     if choice == "gemm" or (choice == "depthwise" and op == "backward_data"):
         return False
-    return not (choice == "winograd"
-                and min(geom.Cg, geom.Kg) >= WINOGRAD_TAPS_FROM_CHANNELS)
+    threshold = WINOGRAD_TAPS_FROM_CHANNELS[vendor or CPU_VENDOR]
+    return not (choice == "winograd" and min(geom.Cg, geom.Kg) >= threshold)
 
 
 def folds_depth(geom: NdGeometry, algo: str, op: str) -> bool:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import cconv
 from cconv import functional_nd as F
 from cconv import _nd_execute
+from cconv._kernels import _runtime
 from cconv.algorithms import direct_volume
 from support.checks import assert_close
 from support.checks_nd import as_reference, check_out_alpha_beta, conv_call, conv_reference
@@ -99,19 +100,51 @@ def test_stride_one_data_gradient_runs_folded_and_threads_do_not_change_it(layou
     assert_close(back, ref, np.float32)
 
 
-def test_auto_folds_where_measured_faster():
-    """auto: folded for few-channel, strided and dilated layers and 32-channel Winograd
-    taps; the tap loop for 64-channel Winograd taps, 1x1x1 (BLAS) and padding modes."""
+@pytest.mark.parametrize("vendor", ["amd", "other"])
+def test_auto_folds_where_measured_faster(vendor):
+    """auto (AMD's measurements, and any CPU but Intel): folded for few-channel, strided and
+    dilated layers and 32-channel Winograd taps; the tap loop for 64-channel Winograd taps,
+    1x1x1 (BLAS) and padding modes."""
     def geom(c, k, kernel, **kw):
         return cconv.plan_conv3d((1, c, 8, 16, 16), (k, c) + kernel, **kw).geometry
 
-    assert _nd_execute.preferred(geom(3, 64, (3, 3, 3), padding=1), "forward")
-    assert _nd_execute.preferred(geom(64, 128, (3, 3, 3), padding=1, stride=2), "forward")
-    assert _nd_execute.preferred(geom(32, 32, (3, 3, 3), padding=1), "forward")
-    assert not _nd_execute.preferred(geom(64, 64, (3, 3, 3), padding=1), "forward")
-    assert not _nd_execute.preferred(geom(64, 64, (1, 1, 1)), "forward")
-    assert _nd_execute.preferred(geom(32, 32, (3, 3, 3), padding=1), "backward_data")
-    assert not _nd_execute.preferred(geom(3, 64, (3, 3, 3), padding=1), "backward_data")
+    def preferred(g, op):
+        return _nd_execute.preferred(g, op, vendor)
+
+    assert preferred(geom(3, 64, (3, 3, 3), padding=1), "forward")
+    assert preferred(geom(64, 128, (3, 3, 3), padding=1, stride=2), "forward")
+    assert preferred(geom(32, 32, (3, 3, 3), padding=1), "forward")
+    assert not preferred(geom(64, 64, (3, 3, 3), padding=1), "forward")
+    assert not preferred(geom(64, 64, (1, 1, 1)), "forward")
+    assert preferred(geom(32, 32, (3, 3, 3), padding=1), "backward_data")
+    assert not preferred(geom(3, 64, (3, 3, 3), padding=1), "backward_data")
     assert not direct_volume.applies(geom(8, 8, (3, 3, 3), padding=1, padding_mode="reflect"))
     depthwise = cconv.plan_conv3d((1, 8, 8, 16, 16), (8, 1, 3, 3, 3), groups=8).geometry
     assert not direct_volume.applies(depthwise)
+
+
+def test_auto_takes_the_winograd_taps_from_16_channels_on_intel():
+    """Intel's measurements: the Winograd taps (where the 2-D heuristic takes Winograd for
+    the slices) from 16 channels per group on both sides, the folded kernels below (and for
+    what is not Winograd's)."""
+    def geom(c, k, kernel, **kw):
+        return cconv.plan_conv3d((1, c, 8, 64, 64), (k, c) + kernel, **kw).geometry
+
+    def preferred(g, op):
+        return _nd_execute.preferred(g, op, "intel")
+
+    for op in ("forward", "backward_data"):
+        assert not preferred(geom(16, 16, (3, 3, 3), padding=1), op)
+        assert not preferred(geom(32, 32, (3, 3, 3), padding=1), op)
+        assert preferred(geom(8, 16, (3, 3, 3), padding=1), op)
+        assert preferred(geom(8, 8, (3, 3, 3), padding=1), op)
+    assert preferred(geom(3, 64, (3, 3, 3), padding=1), "forward")
+    assert preferred(geom(32, 32, (3, 3, 3), padding=1, dilation=2), "forward")
+
+
+def test_the_vendor_rule_follows_this_cpu():
+    vendor = _runtime.cpu_vendor()
+    assert vendor in _nd_execute.WINOGRAD_TAPS_FROM_CHANNELS
+    assert _nd_execute.CPU_VENDOR == vendor
+    g = cconv.plan_conv3d((1, 32, 8, 16, 16), (32, 32, 3, 3, 3), padding=1).geometry
+    assert _nd_execute.preferred(g, "forward") == _nd_execute.preferred(g, "forward", vendor)

@@ -2,7 +2,7 @@
 
 from cconv._kernels.openmp_shim cimport (
     CCONV_BUILD_FLAGS, CCONV_HAVE_OPENMP, CCONV_OPENMP_VERSION, cconv_cpu_has_avx2,
-    cconv_cpu_has_avx512, omp_get_max_threads, omp_set_num_threads,
+    cconv_cpu_has_avx512, cconv_cpu_vendor, omp_get_max_threads, omp_set_num_threads,
 )
 
 
@@ -38,3 +38,8 @@ def cpu_supports(str level):
     if level == "avx2":
         return bool(cconv_cpu_has_avx2())
     return level == "base"
+
+
+def cpu_vendor():
+    """Return the CPU's vendor: "intel", "amd", or "other" (another or unknown)."""
+    return {1: "intel", 2: "amd"}.get(cconv_cpu_vendor(), "other")

@@ -35,4 +35,15 @@ static inline int cconv_cpu_has_avx2(void) {
     return 0;
 #endif
 }
+/* The CPU's vendor: 1 Intel, 2 AMD, 0 another or unknown (for rules measured per vendor). */
+static inline int cconv_cpu_vendor(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_is("intel"))
+        return 1;
+    if (__builtin_cpu_is("amd"))
+        return 2;
+#endif
+    return 0;
+}
 #endif

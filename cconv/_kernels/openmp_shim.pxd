@@ -9,3 +9,4 @@ cdef extern from "openmp_shim.h":
     void omp_set_num_threads(int n) noexcept nogil
     int cconv_cpu_has_avx512() noexcept nogil
     int cconv_cpu_has_avx2() noexcept nogil
+    int cconv_cpu_vendor() noexcept nogil
