@@ -268,3 +268,32 @@ def test_kernel_refuses_inconsistent_arguments():
                scratch, 1, False, False, True, 3, 1, 0)
     assert not out.any()  # nothing written by the refused calls
 
+
+
+def test_panel_width_follows_the_byte_budget_and_leaves_the_bits_alone(monkeypatch):
+    """Wider panels for shorter reductions (``gemm.ROW_PANEL_BYTES``), whole strips within
+    ``ROW_PANEL_PIXELS``, never wider than the row; any width gives the same bits (each
+    element is one tile's sum over the same reduction order)."""
+    from cconv.algorithms import gemm
+    strip = _simd.pointwise.STRIP["float32"]
+    lo, hi = gemm.ROW_PANEL_PIXELS
+    f32 = np.dtype(np.float32)
+    assert gemm._row_panel(128, 16384, f32) == min(hi, gemm.ROW_PANEL_BYTES // 512 // strip
+                                                     * strip)
+    assert gemm._row_panel(4096, 16384, f32) == lo
+    assert gemm._row_panel(8, 16384, f32) == hi
+    assert gemm._row_panel(128, 70, f32) == -(-70 // strip) * strip
+    for reduction in (1, 100, 333, 5000):
+        panel = gemm._row_panel(reduction, 9999, np.dtype(np.float64))
+        assert panel % _simd.pointwise.STRIP["float64"] == 0 and lo <= panel <= hi
+    case = make_case("float32", 1, 16, 20, 3, 5, "same", tiles=12, extra=3)
+    results = []
+    for budget in (0, 64 << 10, 1 << 30):
+        monkeypatch.setattr(gemm, "ROW_PANEL_BYTES", budget)
+        with product_calls() as calls:
+            results.append(cconv.conv1d(case.x, case.w, case.b, **case.kwargs))
+        assert len(calls) == 1
+    for y in results[1:]:
+        np.testing.assert_array_equal(y, results[0])
+    assert_within_rounding(results[0], *case.forward_ref(), case.cg * case.s + 1, case.dtype,
+                           "forward")

@@ -239,8 +239,7 @@ def row_product(b: Array, a: Array, groups: int, out: Array, taps: int, tap_step
         return False
     n, rows_out, pixels = out.shape
     reduction = a.shape[1]
-    panel = min(PANEL_PIXELS, -(-pixels // int(_pointwise_kernels.STRIP[b.dtype.name]))
-                * int(_pointwise_kernels.STRIP[b.dtype.name]))
+    panel = _row_panel(reduction, pixels, b.dtype)
     mchunk = _row_chunk(rows_out // groups, groups * n * -(-pixels // panel), nthreads)
     scratch = np.empty(_product_scratch(panel, reduction, b.dtype, nthreads), b.dtype)
     kernel(b, a.reshape(-1), groups, rows_out // groups, reduction, 1, out, panel, mchunk,
@@ -249,13 +248,41 @@ def row_product(b: Array, a: Array, groups: int, out: Array, taps: int, tap_step
     return True
 
 
+# Bytes of one packed panel of ``row_product`` (its im2col of the taps): a short reduction
+# takes wider panels, so each row tile's pass over a panel is longer.  Fixed 256-pixel
+# panels against 512 and 1024 (Intel Xeon model 207, AVX-512, float32, WaveNet layers,
+# interleaved; 256-pixel time over the other's, 1 / 2 threads): 4 x 64 -> 64, 2 taps (a
+# 128-row reduction) 1.08-1.12 / 1.05-1.06 at 512, 1.14-1.15 / 1.09 at 1024; 3 taps
+# 1.12 / 1.08 at 512; 1 x 256 -> 256, 2 taps (512 rows) 0.99-1.00 / 0.99 at 512, 0.85-0.86
+# / 0.86-0.89 at 1024.  256 KiB gives 512 pixels to the first, 256 to the last (and fits
+# half of the smallest L2 cache these machines have, AMD Zen 3's 512 KiB).  Fixed 256
+# against this rule, in a faster phase of the same VM: 2 taps 1.02-1.03 / 1.04-1.10, 3
+# taps 1.00-1.01 / 1.00-1.01 (their rule panels 320 pixels), 256 channels (the same
+# panels) 1.01-1.03.
+ROW_PANEL_BYTES = 256 << 10
+ROW_PANEL_PIXELS = (PANEL_PIXELS, 1024)
+
+
+def _row_panel(reduction: int, pixels: int, dtype: np.dtype[Any]) -> int:
+    """Pixels per panel of :func:`row_product`: ROW_PANEL_BYTES of packed panel, whole
+    strips within ROW_PANEL_PIXELS, no wider than the row."""
+    strip = int(_pointwise_kernels.STRIP[dtype.name])
+    fit = ROW_PANEL_BYTES // max(1, reduction * dtype.itemsize) // strip * strip
+    lo, hi = ROW_PANEL_PIXELS
+    return min(max(lo, min(hi, fit)), -(-pixels // strip) * strip)
+
+
 def row_product_bytes(images: int, groups: int, reduction: int, rows_out: int, pixels: int,
                       dtype: np.dtype[Any], nthreads: int) -> int:
     """Bytes :func:`row_product` allocates for ``images`` rows of ``pixels`` output columns,
     ``reduction`` (channels x taps) and ``rows_out`` rows per group: its panels and the
     weight packed in register tiles (0 for a dtype it does not run)."""
-    return _native_scratch_bytes(images, groups, reduction, rows_out, max(pixels, PANEL_PIXELS),
-                                 dtype, nthreads)
+    if dtype not in _NATIVE_SUFFIX:
+        return 0
+    tile = int(_pointwise_kernels.TILE_ROWS)
+    packed_weight = groups * -(-rows_out // tile) * tile * reduction
+    panels = _product_scratch(_row_panel(reduction, pixels, dtype), reduction, dtype, nthreads)
+    return (panels + packed_weight) * dtype.itemsize
 
 
 def _native_product(planes: Array, wg: Array, transpose: bool, result: Array,
