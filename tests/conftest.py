@@ -85,6 +85,20 @@ def row_kernels(monkeypatch):
     monkeypatch.setattr(depthwise_blocked, "MAX_PADDED_PIXELS", 0)
 
 
+@pytest.fixture(scope="module")
+def one_row_kernels_only():
+    """The 1-D row kernels run every one-row forward and data gradient of the module's
+    tests: they run those with ``beta`` or with fewer than ``direct.ROW_PRODUCT_MIN_ROWS``
+    result rows per group, and the tests about them reach the others too
+    (tests/test_conv1d_row_product.py covers the product that takes those).  Module-scoped
+    (set and restored by hand): hypothesis's examples share it."""
+    from cconv.algorithms import direct
+    saved = direct.ROW_PRODUCT_MIN_ROWS
+    direct.ROW_PRODUCT_MIN_ROWS = 1 << 30
+    yield
+    direct.ROW_PRODUCT_MIN_ROWS = saved
+
+
 @pytest.fixture(params=["rows", "blocked"])
 def depthwise_path(request, monkeypatch):
     """Run the test once on each NCHW depthwise path: the row-vector kernels, and the

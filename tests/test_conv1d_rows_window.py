@@ -8,22 +8,13 @@ import pytest
 
 import cconv
 from cconv import _simd
-from cconv.algorithms import direct
 from support.reference_nd import ref_conv
 
 rows = _simd.rows
 
 
-@pytest.fixture(autouse=True, scope="module")
-def row_kernels_only():
-    """These tests are about the row kernels, which run a one-row forward or data gradient
-    with ``beta`` or with fewer than ``direct.ROW_PRODUCT_MIN_ROWS`` result rows per group;
-    here they run every one (tests/test_conv1d_row_product.py covers the product that takes
-    the others).  Module-scoped: hypothesis's examples share it."""
-    saved = direct.ROW_PRODUCT_MIN_ROWS
-    direct.ROW_PRODUCT_MIN_ROWS = 1 << 30
-    yield
-    direct.ROW_PRODUCT_MIN_ROWS = saved
+# the row kernels take every one-row pass here (see conftest.one_row_kernels_only)
+pytestmark = pytest.mark.usefixtures("one_row_kernels_only")
 
 
 def _counting(monkeypatch):
