@@ -60,6 +60,7 @@ ROW_WEIGHT_MIN_CHANNELS = 8
 # depend on the thread count; enough for dynamic scheduling on 16 threads), fewer where
 # their memory would pass ROW_WEIGHT_PARTIAL_BYTES.
 ROW_WEIGHT_PIECES = 16
+ROW_WEIGHT_PARTIAL_BYTES = 8 << 20
 # One-row forward and data-gradient passes with at least this many result rows per group
 # (output channels forward, input channels for the data gradient) and no ``beta`` run on
 # the 1x1 product's register tile instead (``gemm.row_product``): each panel of output
@@ -75,7 +76,6 @@ ROW_WEIGHT_PIECES = 16
 # filter bank, 63 taps; 4 groups of 8 -> 32 with 5) 0.97-1.06 / 1.20-1.48.  The rule must not
 # depend on the thread count (the same bits on any), so it takes the product from 8 rows.
 ROW_PRODUCT_MIN_ROWS = 8
-ROW_WEIGHT_PARTIAL_BYTES = 8 << 20
 
 # The kernels take a bias memoryview even without a bias: an empty one means none.
 NO_BIAS: Dict[np.dtype[Any], Array] = {dtype: np.zeros(0, dtype) for dtype in COMPUTE_DTYPES}
