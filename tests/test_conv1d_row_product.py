@@ -25,11 +25,13 @@ import pytest
 from hypothesis import given, settings
 
 import cconv
-from cconv import _simd, _threads
+from cconv import _simd
 from cconv.algorithms import direct
-from support.reference_nd import ref_backward_data, ref_conv
+from support.reference_nd import ref_conv
 
-from test_conv1d_rows import MIN_TILES, TILE_WIDTH, assert_within_rounding, long_cases, make_case
+from test_conv1d_rows import (MIN_TILES, TILE_WIDTH, assert_within_rounding,
+                              check_identical_across_threads, check_wavenet_against_torch,
+                              long_cases, make_case)
 
 MIN_ROWS = direct.ROW_PRODUCT_MIN_ROWS
 
@@ -148,20 +150,7 @@ def test_thread_counts_give_identical_results(dtype):
     same bits, forward and data gradient."""
     tiles = max(MIN_TILES + 1, 960 // TILE_WIDTH[dtype])
     case = make_case(dtype, 2, 24, 30, 5, 16, (70, 3), tiles=tiles, extra=7, seed=2)
-    results = []
-    for nthreads in (1, 2, 3):
-        with product_calls() as calls:
-            y = cconv.conv1d(case.x, case.w, case.b, num_threads=nthreads, **case.kwargs)
-            dx = cconv.conv1d_backward_data(case.dy, case.w, case.x.shape,
-                                            num_threads=nthreads, **case.kwargs)
-        used = 1 if _threads._single_threaded_child else nthreads
-        assert [c[4] for c in calls] == [used, used]
-        results.append((y, dx))
-    for y, dx in results[1:]:
-        np.testing.assert_array_equal(y, results[0][0])
-        np.testing.assert_array_equal(dx, results[0][1])
-    assert_within_rounding(results[0][0], *case.forward_ref(), case.cg * case.s + 1, dtype,
-                           "forward")
+    check_identical_across_threads(case, product_calls, lambda call: call[4])
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -170,29 +159,8 @@ def test_thread_counts_give_identical_results(dtype):
 def test_wavenet_layers_match_torch(dtype, channels, length, kernel, dilation):
     """Causal dilated layers with bias, and their data gradient, against torch's conv1d and
     autograd, on the product."""
-    torch = pytest.importorskip("torch")
-    tf = torch.nn.functional
-    rng = np.random.default_rng(kernel * 100 + dilation)
-    x = rng.standard_normal((2, channels, length)).astype(dtype)
-    w = rng.standard_normal((channels, channels, kernel)).astype(dtype)
-    b = rng.standard_normal(channels).astype(dtype)
-    pads = ((kernel - 1) * dilation, 0)
-    xt = torch.from_numpy(x).requires_grad_()
-    yt = tf.conv1d(tf.pad(xt, pads), torch.from_numpy(w), torch.from_numpy(b),
-                   dilation=dilation)
-    dy = rng.standard_normal(tuple(yt.shape)).astype(dtype)
-    (dxt,) = torch.autograd.grad(yt, xt, torch.from_numpy(dy))
-    with product_calls() as calls:
-        y = cconv.conv1d(x, w, b, padding=pads, dilation=dilation)
-        dx = cconv.conv1d_backward_data(dy, w, x.shape, padding=pads, dilation=dilation)
-    assert [c[3] for c in calls] == [pads[0], 0]
-    rk = dict(pads=(pads,), dilation=dilation)
-    terms = channels * kernel + 1
-    assert_within_rounding(y, yt.detach().numpy().astype(np.float64),
-                           ref_conv(abs(x), abs(w), abs(b), **rk), terms, dtype, "forward")
-    assert_within_rounding(dx, dxt.numpy().astype(np.float64),
-                           ref_backward_data(abs(dy), abs(w), x.shape, **rk), terms, dtype,
-                           "backward_data")
+    check_wavenet_against_torch(dtype, channels, length, kernel, dilation,
+                                kernel * 100 + dilation, product_calls, lambda call: call[3])
 
 
 # -- the kernel itself ------------------------------------------------------------------------

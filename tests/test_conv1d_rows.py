@@ -582,9 +582,19 @@ def test_backward_data_nonfinite_weight(dtype, value, tap, padding):
 def test_wavenet_layers_match_torch(dtype, channels, length, kernel, dilation):
     """Causal dilated layers (left padding (kernel-1)*dilation): forward with bias and the
     data gradient against torch's conv1d and its autograd, on the row kernels."""
+    # both passes on the rows ("auto")
+    check_wavenet_against_torch(dtype, channels, length, kernel, dilation,
+                                kernel * 1000 + dilation, row_calls, lambda call: call.pl)
+
+
+def check_wavenet_against_torch(dtype, channels, length, kernel, dilation, seed, spy, pl_of):
+    """A causal dilated layer (left padding (kernel-1)*dilation), 2 signals: forward with
+    bias and the data gradient against torch's conv1d and its autograd; each pass ran once
+    on the kernel ``spy`` records (``pl_of(call)`` its left padding: the layer's forward,
+    0 for the data gradient's flipped filter)."""
     torch = pytest.importorskip("torch")
     tf = torch.nn.functional
-    rng = np.random.default_rng(kernel * 1000 + dilation)
+    rng = np.random.default_rng(seed)
     x = rng.standard_normal((2, channels, length)).astype(dtype)
     w = rng.standard_normal((channels, channels, kernel)).astype(dtype)
     b = rng.standard_normal(channels).astype(dtype)
@@ -594,10 +604,10 @@ def test_wavenet_layers_match_torch(dtype, channels, length, kernel, dilation):
     dy = rng.standard_normal(tuple(yt.shape)).astype(dtype)
     (dxt,) = torch.autograd.grad(yt, xt, torch.from_numpy(dy))
     terms = channels * kernel + 1
-    with row_calls() as calls:
+    with spy() as calls:
         y = cconv.conv1d(x, w, b, padding=pads, dilation=dilation)
         dx = cconv.conv1d_backward_data(dy, w, x.shape, padding=pads, dilation=dilation)
-    assert [c.pl for c in calls] == [pads[0], 0]  # both passes on the rows ("auto")
+    assert [pl_of(call) for call in calls] == [pads[0], 0]
     rk = dict(pads=(pads,), dilation=dilation)
     assert_within_rounding(y, yt.detach().numpy().astype(np.float64),
                            ref_conv(abs(x), abs(w), abs(b), **rk), terms, dtype, "forward")
@@ -691,20 +701,27 @@ def test_thread_counts_give_identical_results(dtype):
     # rows of >= 480 samples whatever the tile width: enough work that 3 threads are used
     tiles = max(MIN_TILES + 1, 480 // TILE_WIDTH[dtype])
     case = make_case(dtype, 2, 24, 13, 5, 16, (70, 3), tiles=tiles, extra=7, seed=2)
+    check_identical_across_threads(case, row_calls, lambda call: call.nthreads)
+
+
+def check_identical_across_threads(case, spy, threads_of):
+    """conv1d and its data gradient of ``case`` on 1, 2 and 3 threads: each pass ran once
+    per call on the kernel ``spy`` records (``threads_of(call)`` its thread count), with the
+    same bits on every count, and right."""
     results = []
     for nthreads in (1, 2, 3):
-        with row_calls() as calls:
+        with spy() as calls:
             y = cconv.conv1d(case.x, case.w, case.b, num_threads=nthreads, **case.kwargs)
             dx = cconv.conv1d_backward_data(case.dy, case.w, case.x.shape,
                                             num_threads=nthreads, **case.kwargs)
         # not cut for small work (a process forked after an OpenMP team runs one thread)
         used = 1 if _threads._single_threaded_child else nthreads
-        assert [c.nthreads for c in calls] == [used, used]
+        assert [threads_of(call) for call in calls] == [used, used]
         results.append((y, dx))
     for y, dx in results[1:]:
         np.testing.assert_array_equal(y, results[0][0])
         np.testing.assert_array_equal(dx, results[0][1])
-    assert_within_rounding(results[0][0], *case.forward_ref(), case.cg * case.s + 1, dtype,
-                           "forward")
-    assert_within_rounding(results[0][1], *case.backward_data_ref(), case.kg * case.s, dtype,
-                           "backward_data")
+    assert_within_rounding(results[0][0], *case.forward_ref(), case.cg * case.s + 1,
+                           case.dtype, "forward")
+    assert_within_rounding(results[0][1], *case.backward_data_ref(), case.kg * case.s,
+                           case.dtype, "backward_data")
