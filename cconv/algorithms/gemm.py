@@ -163,16 +163,20 @@ def _product_panel(images: int, pixels: int, dtype: np.dtype[Any]) -> int:
 
 
 def _native_scratch_bytes(images: int, groups: int, rows_in: int, rows_out: int, pixels: int,
-                          dtype: np.dtype[Any], nthreads: int, pack_rows: bool = True) -> int:
+                          dtype: np.dtype[Any], nthreads: int, pack_rows: bool = True,
+                          panel: int | None = None) -> int:
     """Bytes of the compiled product's scratch for ``rows_in`` reduction rows and
     ``rows_out`` result rows per group over ``images`` x ``pixels`` columns: the packed
-    panels (passed in) and, with ``pack_rows``, the weight packed in register tiles (its
-    own) (0 for a dtype it does not run)."""
+    panels (passed in; ``panel`` pixels each, default ``_product_panel``'s) and, with
+    ``pack_rows``, the weight packed in register tiles (its own) (0 for a dtype it does not
+    run)."""
     if dtype not in _NATIVE_SUFFIX:
         return 0
     tile = int(_pointwise_kernels.TILE_ROWS)
     packed_weight = groups * -(-rows_out // tile) * tile * rows_in if pack_rows else 0
-    panels = _product_scratch(_product_panel(images, pixels, dtype), rows_in, dtype, nthreads)
+    if panel is None:
+        panel = _product_panel(images, pixels, dtype)
+    panels = _product_scratch(panel, rows_in, dtype, nthreads)
     return (panels + packed_weight) * dtype.itemsize
 
 
@@ -279,10 +283,8 @@ def row_product_bytes(images: int, groups: int, reduction: int, rows_out: int, p
     weight packed in register tiles (0 for a dtype it does not run)."""
     if dtype not in _NATIVE_SUFFIX:
         return 0
-    tile = int(_pointwise_kernels.TILE_ROWS)
-    packed_weight = groups * -(-rows_out // tile) * tile * reduction
-    panels = _product_scratch(_row_panel(reduction, pixels, dtype), reduction, dtype, nthreads)
-    return (panels + packed_weight) * dtype.itemsize
+    return _native_scratch_bytes(images, groups, reduction, rows_out, pixels, dtype, nthreads,
+                                 panel=_row_panel(reduction, pixels, dtype))
 
 
 def _native_product(planes: Array, wg: Array, transpose: bool, result: Array,
