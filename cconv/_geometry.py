@@ -427,7 +427,7 @@ _GEOMETRY_CACHE: Dict[Tuple[object, ...], ConvGeometry] = {}
 _GEOMETRY_CACHE_SIZE = 512
 
 
-def _exact(value: object) -> bool:
+def is_exact(value: object) -> bool:
     """Whether ``value`` equals only values of its own types: a str, an int, or a tuple of
     ints (bool is a subclass of int, so ``type(...) is int`` tells them apart)."""
     kind = type(value)
@@ -442,7 +442,7 @@ def cache_key(args: Tuple[Any, ...]) -> Tuple[object, ...]:
     one is unhashable)."""
     types = tuple(map(type, args)), tuple(map(type, args[0])), tuple(map(type, args[1]))
     stride, padding, dilation, groups = args[2:6]
-    if _exact(stride) and _exact(padding) and _exact(dilation) and _exact(groups):
+    if is_exact(stride) and is_exact(padding) and is_exact(dilation) and is_exact(groups):
         return args, types
     return repr(args), types
 
