@@ -114,8 +114,16 @@ def _height_axis(layout: str) -> int:
 
 
 def lift(array: Optional[Array], layout: str) -> Optional[Array]:
-    """A 1-D array (or None) as a 2-D view with a height of 1."""
-    return None if array is None else np.expand_dims(array, _height_axis(layout))
+    """A 1-D array (or None) as a 2-D view with a height of 1.  (Indexing with None, not
+    ``numpy.expand_dims``, whose axis normalisation was a tenth of a small 1-D call.)"""
+    if array is None:
+        return None
+    return array[_LIFT_INDEX[layout]]
+
+
+# The index that inserts the height axis of each 1-D layout.
+_LIFT_INDEX = {layout: (slice(None),) * _height_axis(layout) + (None,)
+               for layout in ("NCW", "NWC", "OIW", "WIO")}
 
 
 def lift_shape(shape: Sequence[int], layout: str) -> Tuple[int, ...]:

@@ -215,3 +215,24 @@ def test_remembered_setups_stay_bounded(monkeypatch):
     for size in range(6, 16):
         cconv.conv2d(np.ones((1, 4, size, size), np.float32), W, padding=1)
         assert 1 <= len(functional._SETUPS) <= 4
+
+
+@pytest.mark.parametrize("rank, keyword, good, bad", [
+    (1, "stride", 1, True), (1, "padding", ((1, 1),), ((True, 1),)), (1, "padding", 1, 1.0),
+    (1, "dilation", (1,), (True,)),
+    (3, "stride", (1, 1, 1), (1, True, 1)), (3, "padding", ((1, 1), (1, 1), (1, 1)),
+                                             ((1, 1), (1.0, 1), (1, 1))),
+    (3, "groups", 1, True),
+])
+def test_nd_calls_refuse_an_equal_bad_argument_after_a_remembered_call(rank, keyword, good,
+                                                                       bad):
+    """The 1-D and 3-D functions key their geometries (and their 2-D calls' setups) on
+    per-side padding pairs too: a pair holding a bool or a float is still refused."""
+    conv = cconv.conv1d if rank == 1 else cconv.conv3d
+    x = np.ones((1, 4) + (6,) * rank, np.float32)
+    w = np.ones((4, 4) + (3,) * rank, np.float32)
+    valid = {"padding": 1, keyword: good}
+    first = conv(x, w, **valid)
+    np.testing.assert_array_equal(conv(x, w, **valid), first)
+    with pytest.raises(TypeError, match=keyword):
+        conv(x, w, **dict(valid, **{keyword: bad}))
