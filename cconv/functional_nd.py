@@ -91,6 +91,15 @@ def _call_args(algo: Any, num_threads: Any, alpha: Any, beta: Any, geom: NdGeome
     return str(algo), nthreads, float(a), float(b)
 
 
+def _setup_key(op: str, rank: int, a: Any, b: Any, shape: Any,
+               kw: Dict[str, Any]) -> Optional[Tuple[object, ...]]:
+    """The key under which a call of pass ``op`` in ``rank`` dimensions keeps its setup
+    (``functional._call_key``'s rules; None: not kept)."""
+    return _F2._call_key(f"{op}/{rank}d", a, b, shape, kw["stride"],  # type: ignore[no-any-return]
+                         kw["padding"], kw["dilation"], kw["groups"], kw["layout"],
+                         kw["weight_layout"], kw["padding_mode"], kw["padding_value"])
+
+
 def _lifted(result: Array, out: Optional[Array], layout: str) -> Array:
     """The 1-D view of a lifted 2-D result (``out`` itself when given)."""
     return out if out is not None else drop(result, layout)
@@ -100,8 +109,18 @@ def _lifted(result: Array, out: Optional[Array], layout: str) -> Array:
 
 def _conv(rank: int, x: Any, weight: Any, bias: Any, kw: Dict[str, Any], algo: Any,
           out: Optional[Array], alpha: Any, beta: Any, num_threads: Any) -> Array:
-    xa, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
-    geom = _geometry(rank, xa.shape, w.shape, dtype, kw, "x", "weight")
+    # the operands' checks, the geometry and the 2-D keywords, remembered per argument
+    # combination as the 2-D functions do (a third of a small 1-D call)
+    key = _setup_key("forward", rank, x, weight, None, kw)
+    setup = _F2._SETUPS.get(key) if key is not None else None
+    if setup is None:
+        xa, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
+        geom = _geometry(rank, xa.shape, w.shape, dtype, kw, "x", "weight")
+        setup = geom, dtype, result_dtype, keywords_2d(geom)
+        _F2._remember(key, setup)
+    else:
+        xa, w = x, weight
+    geom, dtype, result_dtype, kw2d = setup
     algo, nthreads, alpha, beta = _call_args(algo, num_threads, alpha, beta,
                                              geom, "forward")
     b = _g2.check_bias(bias, geom.K, dtype)
@@ -109,7 +128,7 @@ def _conv(rank: int, x: Any, weight: Any, bias: Any, kw: Dict[str, Any], algo: A
     if rank == 1:
         lay, wlay = geom.layout, geom.weight_layout
         r = _F2.conv2d(lift(xa, lay), lift(w, wlay), b, out=lift(out, lay), alpha=alpha,
-                       beta=beta, algo=algo, num_threads=nthreads, **keywords_2d(geom))
+                       beta=beta, algo=algo, num_threads=nthreads, **kw2d)
         return _lifted(r, out, lay)
     fast = depthwise_forward_ndhwc(geom, xa, w, b, out, alpha, beta, result_dtype, algo,
                                    nthreads)
@@ -124,10 +143,18 @@ def _conv(rank: int, x: Any, weight: Any, bias: Any, kw: Dict[str, Any], algo: A
 def _conv_backward_data(rank: int, grad_out: Any, weight: Any, input_shape: Any,
                         kw: Dict[str, Any], algo: Any, out: Optional[Array], alpha: Any,
                         beta: Any, num_threads: Any) -> Array:
-    dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
-    geom = _geometry(rank, input_shape, w.shape, dtype, kw, "input_shape", "weight")
+    key = _setup_key("backward_data", rank, grad_out, weight, input_shape, kw)
+    setup = _F2._SETUPS.get(key) if key is not None else None
+    if setup is None:
+        dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
+        geom = _geometry(rank, input_shape, w.shape, dtype, kw, "input_shape", "weight")
+        check_grad_out(dy, geom, "input_shape", geom.input_shape())
+        setup = geom, dtype, result_dtype, keywords_2d(geom)
+        _F2._remember(key, setup)
+    else:
+        dy, w = grad_out, weight
+    geom, dtype, result_dtype, kw2d = setup
     shape = geom.input_shape()
-    check_grad_out(dy, geom, "input_shape", shape)
     algo, nthreads, alpha, beta = _call_args(algo, num_threads, alpha, beta,
                                              geom, "backward_data")
     out = _g2.check_out(out, shape, result_dtype)
@@ -135,7 +162,7 @@ def _conv_backward_data(rank: int, grad_out: Any, weight: Any, input_shape: Any,
         lay, wlay = geom.layout, geom.weight_layout
         r = _F2.conv2d_backward_data(lift(dy, lay), lift(w, wlay), lift_shape(shape, lay),
                                      out=lift(out, lay), alpha=alpha, beta=beta, algo=algo,
-                                     num_threads=nthreads, **keywords_2d(geom))
+                                     num_threads=nthreads, **kw2d)
         return _lifted(r, out, lay)
     fast = depthwise_backward_data_ndhwc(geom, dy, w, out, alpha, beta, result_dtype, algo,
                                          nthreads)
@@ -152,10 +179,18 @@ def _conv_backward_data(rank: int, grad_out: Any, weight: Any, input_shape: Any,
 def _conv_backward_weight(rank: int, grad_out: Any, x: Any, weight_shape: Any,
                           kw: Dict[str, Any], algo: Any, out: Optional[Array], alpha: Any,
                           beta: Any, num_threads: Any) -> Array:
-    dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
-    geom = _geometry(rank, xa.shape, weight_shape, dtype, kw, "x", "weight_shape")
+    key = _setup_key("backward_weight", rank, grad_out, x, weight_shape, kw)
+    setup = _F2._SETUPS.get(key) if key is not None else None
+    if setup is None:
+        dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
+        geom = _geometry(rank, xa.shape, weight_shape, dtype, kw, "x", "weight_shape")
+        check_grad_out(dy, geom, "weight_shape", geom.weight_shape())
+        setup = geom, dtype, result_dtype, keywords_2d(geom)
+        _F2._remember(key, setup)
+    else:
+        dy, xa = grad_out, x
+    geom, dtype, result_dtype, kw2d = setup
     shape = geom.weight_shape()
-    check_grad_out(dy, geom, "weight_shape", shape)
     algo, nthreads, alpha, beta = _call_args(algo, num_threads, alpha, beta,
                                              geom, "backward_weight")
     out = _g2.check_out(out, shape, result_dtype)
@@ -163,7 +198,7 @@ def _conv_backward_weight(rank: int, grad_out: Any, x: Any, weight_shape: Any,
         lay, wlay = geom.layout, geom.weight_layout
         r = _F2.conv2d_backward_weight(lift(dy, lay), lift(xa, lay), lift_shape(shape, wlay),
                                        out=lift(out, wlay), alpha=alpha, beta=beta, algo=algo,
-                                       num_threads=nthreads, **keywords_2d(geom))
+                                       num_threads=nthreads, **kw2d)
         return _lifted(r, out, wlay)
     return reduce(geom, FunctionalOps(geom, False, algo, nthreads), dy, xa, out, alpha, beta,
                   result_dtype)
