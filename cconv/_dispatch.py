@@ -247,11 +247,13 @@ GEMM_MEASUREMENTS = (
 )
 
 
+_ALGO_CHOICES = ("auto", "find") + ALGORITHMS
+
+
 def check_algo(algo: object) -> str:
     """Validate the ``algo`` keyword."""
-    choices = ("auto", "find") + ALGORITHMS
-    if not isinstance(algo, str) or algo not in choices:
-        raise ValueError(f"algo must be one of {choices}, got {algo!r}")
+    if not isinstance(algo, str) or algo not in _ALGO_CHOICES:
+        raise ValueError(f"algo must be one of {_ALGO_CHOICES}, got {algo!r}")
     return algo
 
 

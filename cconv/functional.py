@@ -193,8 +193,9 @@ def conv2d(x: npt.ArrayLike, weight: npt.ArrayLike, bias: Optional[npt.ArrayLike
         x, w = cast(Array, x), cast(Array, weight)
     geom, dtype, result_dtype, boundary = setup
     nthreads = resolve_num_threads(num_threads)
-    alpha, beta = check_scalars(alpha, beta)
-    b = check_bias(bias, geom.K, dtype)
+    if type(alpha) is not float or type(beta) is not float:
+        alpha, beta = check_scalars(alpha, beta)
+    b = None if bias is None else check_bias(bias, geom.K, dtype)
     if out is not None:
         out = check_out(out, geom.output_shape(), result_dtype)
     impl = _dispatch.select(geom, "forward", algo, nthreads)

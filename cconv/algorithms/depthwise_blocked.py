@@ -263,10 +263,10 @@ def applies(geom: ConvGeometry, op: str) -> bool:
     with multiplier 1): see ``SMALL_PLANE``.  The thread count plays no
     part: the two paths sum in different orders, and results must not depend on it."""
     g = geom
-    (pt, pb), (pl, pr) = g.pads
-    padded = (g.H + pt + pb) * (g.W + pl + pr)
     if g.Cg != 1 or g.H * g.W == 0 or g.OH * g.OW == 0:
         return False
+    (pt, pb), (pl, pr) = g.pads
+    padded = (g.H + pt + pb) * (g.W + pl + pr)
     if op == "backward_data" and g.Kg != 1:
         return False
     if MAX_PADDED_PIXELS is not None:
