@@ -16,6 +16,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import _boundary as _boundary_module
 from . import _dispatch as _dispatch_module
 from . import _execute as _execute_module
 from . import _geometry as _geometry_module
@@ -32,6 +33,7 @@ from ._nd_geometry import (LAYOUTS, NdGeometry, check_grad_out, check_shape,
 # cconv's 2-D modules carry no type hints: Any-typed aliases keep ``mypy --strict`` quiet.
 _F2: Any = _functional_module
 _g2: Any = _geometry_module
+_boundary: Any = _boundary_module
 _dispatch: Any = _dispatch_module
 _execute: Any = _execute_module
 _threads: Any = _threads_module
@@ -100,6 +102,19 @@ def _setup_key(op: str, rank: int, a: Any, b: Any, shape: Any,
                          kw["weight_layout"], kw["padding_mode"], kw["padding_value"])
 
 
+def _lift_setup(geom: NdGeometry, x_shape: Tuple[int, ...], w_shape: Tuple[int, ...],
+                dtype: np.dtype[Any]) -> Tuple[Any, Any]:
+    """For a 1-D problem, the 2-D geometry and padding-mode Boundary its lift runs (what
+    ``conv2d`` derives from the lifted arguments, so that its passes run without a second
+    round of checks); ``(None, None)`` for other ranks."""
+    if geom.rank != 1:
+        return None, None
+    g2 = _g2.make_geometry(lift_shape(x_shape, geom.layout),
+                           lift_shape(w_shape, geom.weight_layout), dtype=dtype,
+                           **keywords_2d(geom))
+    return g2, _boundary.for_geometry(g2)
+
+
 def _lifted(result: Array, out: Optional[Array], layout: str) -> Array:
     """The 1-D view of a lifted 2-D result (``out`` itself when given)."""
     return out if out is not None else drop(result, layout)
@@ -116,19 +131,20 @@ def _conv(rank: int, x: Any, weight: Any, bias: Any, kw: Dict[str, Any], algo: A
     if setup is None:
         xa, w, dtype, result_dtype = _operands(x, weight, "x", "weight")
         geom = _geometry(rank, xa.shape, w.shape, dtype, kw, "x", "weight")
-        setup = geom, dtype, result_dtype, keywords_2d(geom)
+        setup = (geom, dtype, result_dtype) + _lift_setup(geom, xa.shape, w.shape, dtype)
         _F2._remember(key, setup)
     else:
         xa, w = x, weight
-    geom, dtype, result_dtype, kw2d = setup
+    geom, dtype, result_dtype, geom2, boundary2 = setup
     algo, nthreads, alpha, beta = _call_args(algo, num_threads, alpha, beta,
                                              geom, "forward")
     b = _g2.check_bias(bias, geom.K, dtype)
     out = _g2.check_out(out, geom.output_shape(), result_dtype)
-    if rank == 1:
+    if rank == 1:  # conv2d's pass on the lifted views, its checks done above
         lay, wlay = geom.layout, geom.weight_layout
-        r = _F2.conv2d(lift(xa, lay), lift(w, wlay), b, out=lift(out, lay), alpha=alpha,
-                       beta=beta, algo=algo, num_threads=nthreads, **kw2d)
+        impl = _dispatch.select(geom2, "forward", algo, nthreads)
+        r = _execute.forward(impl, lift(xa, lay), lift(w, wlay), b, lift(out, lay), alpha,
+                             beta, nthreads, result_dtype, boundary=boundary2)
         return _lifted(r, out, lay)
     fast = depthwise_forward_ndhwc(geom, xa, w, b, out, alpha, beta, result_dtype, algo,
                                    nthreads)
@@ -149,20 +165,21 @@ def _conv_backward_data(rank: int, grad_out: Any, weight: Any, input_shape: Any,
         dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
         geom = _geometry(rank, input_shape, w.shape, dtype, kw, "input_shape", "weight")
         check_grad_out(dy, geom, "input_shape", geom.input_shape())
-        setup = geom, dtype, result_dtype, keywords_2d(geom)
+        setup = (geom, dtype, result_dtype) + _lift_setup(geom, geom.input_shape(), w.shape,
+                                                          dtype)
         _F2._remember(key, setup)
     else:
         dy, w = grad_out, weight
-    geom, dtype, result_dtype, kw2d = setup
+    geom, dtype, result_dtype, geom2, boundary2 = setup
     shape = geom.input_shape()
     algo, nthreads, alpha, beta = _call_args(algo, num_threads, alpha, beta,
                                              geom, "backward_data")
     out = _g2.check_out(out, shape, result_dtype)
-    if rank == 1:
+    if rank == 1:  # conv2d_backward_data's pass on the lifted views
         lay, wlay = geom.layout, geom.weight_layout
-        r = _F2.conv2d_backward_data(lift(dy, lay), lift(w, wlay), lift_shape(shape, lay),
-                                     out=lift(out, lay), alpha=alpha, beta=beta, algo=algo,
-                                     num_threads=nthreads, **kw2d)
+        impl = _dispatch.select(geom2, "backward_data", algo, nthreads)
+        r = _execute.backward_data(impl, lift(dy, lay), lift(w, wlay), lift(out, lay), alpha,
+                                   beta, nthreads, result_dtype, boundary=boundary2)
         return _lifted(r, out, lay)
     fast = depthwise_backward_data_ndhwc(geom, dy, w, out, alpha, beta, result_dtype, algo,
                                          nthreads)
@@ -185,20 +202,21 @@ def _conv_backward_weight(rank: int, grad_out: Any, x: Any, weight_shape: Any,
         dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
         geom = _geometry(rank, xa.shape, weight_shape, dtype, kw, "x", "weight_shape")
         check_grad_out(dy, geom, "weight_shape", geom.weight_shape())
-        setup = geom, dtype, result_dtype, keywords_2d(geom)
+        setup = (geom, dtype, result_dtype) + _lift_setup(geom, xa.shape, geom.weight_shape(),
+                                                          dtype)
         _F2._remember(key, setup)
     else:
         dy, xa = grad_out, x
-    geom, dtype, result_dtype, kw2d = setup
+    geom, dtype, result_dtype, geom2, boundary2 = setup
     shape = geom.weight_shape()
     algo, nthreads, alpha, beta = _call_args(algo, num_threads, alpha, beta,
                                              geom, "backward_weight")
     out = _g2.check_out(out, shape, result_dtype)
-    if rank == 1:
+    if rank == 1:  # conv2d_backward_weight's pass on the lifted views
         lay, wlay = geom.layout, geom.weight_layout
-        r = _F2.conv2d_backward_weight(lift(dy, lay), lift(xa, lay), lift_shape(shape, wlay),
-                                       out=lift(out, wlay), alpha=alpha, beta=beta, algo=algo,
-                                       num_threads=nthreads, **kw2d)
+        impl = _dispatch.select(geom2, "backward_weight", algo, nthreads)
+        r = _execute.backward_weight(impl, lift(dy, lay), lift(xa, lay), lift(out, wlay),
+                                     alpha, beta, nthreads, result_dtype, boundary=boundary2)
         return _lifted(r, out, wlay)
     return reduce(geom, FunctionalOps(geom, False, algo, nthreads), dy, xa, out, alpha, beta,
                   result_dtype)
