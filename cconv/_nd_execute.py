@@ -30,6 +30,7 @@ arrays as they are, so that ``a[n, depth_slice]`` is a 2-D NCHW / NHWC batch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple
 
@@ -90,6 +91,7 @@ def keywords_2d(geom: NdGeometry, transposed: bool = False) -> Dict[str, Any]:
     return kw
 
 
+@functools.lru_cache(maxsize=256)
 def tap_geometry_2d(geom: NdGeometry, batch: int = 1) -> Any:
     """The 2-D ``ConvGeometry`` the 2-D calls of ``geom`` run (for a 3-D problem, that of a
     depth tap with ``batch`` slices; for 1-D, the whole problem lifted to height 1)."""
@@ -471,7 +473,7 @@ def _depthwise_ndhwc_kernel(geom: NdGeometry, src: Array, weight: Array, flip: b
     b = _compute(bias, geom) if bias is not None else np.zeros(0, geom.dtype)
     # NDHWC is its own depth-major order: the sink holds the result in place when it can
     sink = Sink(out, shape, True, geom.dtype, result_dtype, beta, reads)
-    lists = np.empty((nthreads, 4 * int(np.prod(geom.kernel))), np.int64)
+    lists = np.empty((nthreads, 4 * math.prod(geom.kernel)), np.int64)
     kernels.forward_ndhwc(src, wt, sink.array, b, stride, geom.dilation, begin, alpha,
                           sink.beta0, lists, nthreads)
     return sink.finish()

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
@@ -43,6 +44,7 @@ from .. import _workspace
 from .._geometry import flipped_pads
 from .._kernels import _layout
 from .._nd_geometry import NdGeometry, channels_last
+from .direct import NO_BIAS
 from .._simd import tiles
 from .direct_schedule import (OffsetTable, _broadcast_tile, _placement, channel_blocks,
                               job_table, read_ahead, row_tiles)
@@ -124,6 +126,14 @@ def _channel_taps(lay: VolumeLayout) -> npt.NDArray[np.int64]:
 
 
 @functools.lru_cache(maxsize=64)
+def _tap_order(taps: int) -> Array:
+    """``arange(taps)``, read-only and shared: the weight packer's tap order."""
+    order = np.arange(taps, dtype=np.intp)
+    order.flags.writeable = False
+    return order
+
+
+@functools.lru_cache(maxsize=64)
 def schedule(geom: NdGeometry, target: str) -> VolumePass:
     """The jobs of ``geom``'s forward writing a contiguous ``target`` ("NCDHW" / "NDHWC"):
     rows are output pixels, the reduction runs over (channel block, tap, channel)."""
@@ -183,7 +193,12 @@ def _pack_volume(geom: NdGeometry, x: Array, ws: _Scope, nthreads: int) -> Array
 
 
 def _run(geom: NdGeometry) -> Any:
-    return getattr(tiles, f"run_jobs_{geom.dtype.name}")
+    return getattr(tiles, _RUN_JOBS[geom.dtype])
+
+
+# the tile kernels' entry per compute dtype (``dtype.name`` is computed in Python on every
+# access)
+_RUN_JOBS = {np.dtype(name): f"run_jobs_{name}" for name in ("float32", "float64")}
 
 
 def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array], y: Array,
@@ -193,16 +208,16 @@ def forward(geom: NdGeometry, x: Array, weight: Array, bias: Optional[Array], y:
     dtype that no operand overlaps (``beta == 0`` never reads it)."""
     p = schedule(geom, "NDHWC" if geom.channels_last else "NCDHW")
     lay = p.layout
-    b = (np.zeros(0, geom.dtype) if bias is None
+    b = (NO_BIAS[geom.dtype] if bias is None
          else np.ascontiguousarray(bias, dtype=geom.dtype))
-    taps = int(np.prod(geom.kernel))
+    taps = math.prod(geom.kernel)  # (numpy.prod of a tuple: ~3 us of a small call)
     with _workspace.scope() as ws:
         packed_x = _pack_volume(geom, x, ws, nthreads)
         packed_w = ws.empty(geom.groups * lay.Kb * lay.Cb * taps * lay.CB * lay.KB,
                             geom.dtype)
         _layout.pack_weight(_oidhw(weight, geom).reshape(-1), packed_w, geom.groups, geom.Kg,
                             geom.Cg, taps, False, lay.KB, lay.CB,
-                            np.arange(taps, dtype=np.intp), nthreads)
+                            _tap_order(taps), nthreads)
         _run(geom)(tiles.KINDS[lay.kind], packed_x, packed_w, y.reshape(-1), p.jobs, p.table,
                    nthreads, p.col_stride, b, alpha, beta)
 
