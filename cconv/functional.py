@@ -129,6 +129,30 @@ def _remember(key: Optional[Tuple[object, ...]], setup: Tuple[Any, ...]) -> None
     _SETUPS[key] = setup
 
 
+def _gradient_setup(op: str, grad_out: npt.ArrayLike, operand: npt.ArrayLike,
+                    shape: Sequence[int], kw: _ConvKeywords) -> Tuple[Any, ...]:
+    """``(grad_out, operand, geom, dtype, result_dtype, boundary)`` of a gradient pass, the
+    operands as arrays, validated (or remembered, ``_call_key``): ``op`` "backward_data"
+    (``operand`` the weight, ``shape`` the input's) or "backward_weight" (``operand`` the
+    input, ``shape`` the weight's)."""
+    key = _call_key(op, grad_out, operand, shape, kw["stride"], kw["padding"], kw["dilation"],
+                    kw["groups"], kw["layout"], kw["weight_layout"], kw["padding_mode"],
+                    kw["padding_value"])
+    setup = _SETUPS.get(key) if key is not None else None
+    if setup is not None:  # _call_key keys plain ndarrays only
+        return (grad_out, operand) + setup
+    data = op == "backward_data"
+    name, shape_name = ("weight", "input_shape") if data else ("x", "weight_shape")
+    dy, other, dtype, result_dtype = _operands(grad_out, operand, "grad_out", name)
+    checked = check_shape4(shape, shape_name)
+    geom = (_geometry(checked, other.shape, dtype, kw, shape_name, name) if data
+            else _geometry(other.shape, checked, dtype, kw, name, shape_name))
+    check_grad_out(dy, geom.output_shape(), kw["layout"], shape_name, shape)
+    setup = geom, dtype, result_dtype, _boundary.for_geometry(geom)
+    _remember(key, setup)
+    return (dy, other) + setup
+
+
 def conv2d(x: npt.ArrayLike, weight: npt.ArrayLike, bias: Optional[npt.ArrayLike] = None, *,
            stride: IntOrPair = 1, padding: Padding = 0, dilation: IntOrPair = 1, groups: int = 1,
            layout: str = "NCHW", weight_layout: str = "OIHW", padding_mode: str = "zeros",
@@ -228,22 +252,10 @@ def conv2d_backward_data(grad_out: npt.ArrayLike, weight: npt.ArrayLike,
     -------
     ndarray of shape ``input_shape``
     """
-    key = _call_key("backward_data", grad_out, weight, input_shape, stride, padding, dilation,
-                    groups, layout, weight_layout, padding_mode, padding_value)
-    setup = _SETUPS.get(key) if key is not None else None
-    if setup is None:
-        kw: _ConvKeywords = dict(
+    dy, w, geom, dtype, result_dtype, boundary = _gradient_setup(
+        "backward_data", grad_out, weight, input_shape, dict(
             stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-            weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
-        dy, w, dtype, result_dtype = _operands(grad_out, weight, "grad_out", "weight")
-        geom = _geometry(check_shape4(input_shape, "input_shape"), w.shape, dtype, kw,
-                         "input_shape", "weight")
-        check_grad_out(dy, geom.output_shape(), layout, "input_shape", input_shape)
-        setup = geom, dtype, result_dtype, _boundary.for_geometry(geom)
-        _remember(key, setup)
-    else:  # _call_key keys plain ndarrays only
-        dy, w = cast(Array, grad_out), cast(Array, weight)
-    geom, dtype, result_dtype, boundary = setup
+            weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value))
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
     out = check_out(out, geom.input_shape(), result_dtype)
@@ -278,22 +290,10 @@ def conv2d_backward_weight(grad_out: npt.ArrayLike, x: npt.ArrayLike,
     ndarray of shape ``weight_shape``
         Summed over the batch; deterministic for a given shape, whatever the thread count.
     """
-    key = _call_key("backward_weight", grad_out, x, weight_shape, stride, padding, dilation,
-                    groups, layout, weight_layout, padding_mode, padding_value)
-    setup = _SETUPS.get(key) if key is not None else None
-    if setup is None:
-        kw: _ConvKeywords = dict(
+    dy, xa, geom, dtype, result_dtype, boundary = _gradient_setup(
+        "backward_weight", grad_out, x, weight_shape, dict(
             stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
-            weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value)
-        dy, xa, dtype, result_dtype = _operands(grad_out, x, "grad_out", "x")
-        geom = _geometry(xa.shape, check_shape4(weight_shape, "weight_shape"), dtype, kw, "x",
-                         "weight_shape")
-        check_grad_out(dy, geom.output_shape(), layout, "weight_shape", weight_shape)
-        setup = geom, dtype, result_dtype, _boundary.for_geometry(geom)
-        _remember(key, setup)
-    else:  # _call_key keys plain ndarrays only
-        dy, xa = cast(Array, grad_out), cast(Array, x)
-    geom, dtype, result_dtype, boundary = setup
+            weight_layout=weight_layout, padding_mode=padding_mode, padding_value=padding_value))
     nthreads = resolve_num_threads(num_threads)
     alpha, beta = check_scalars(alpha, beta)
     out = check_out(out, geom.weight_shape(), result_dtype)
