@@ -149,7 +149,7 @@ def test_remembered_calls_compute_what_the_reference_does(op, mode, stride):
     the float64 reference as the first does, with the padding mode's fold or padding."""
     rng = np.random.default_rng(stride)
     pads = ((1, 2), (2, 1))
-    for call in range(3):
+    for _ in range(3):
         x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
         w = rng.standard_normal((5, 3, 3, 4)).astype(np.float32)
         out = ref_conv(x, w, stride=stride, pads=pads, mode=mode).shape

@@ -44,8 +44,8 @@ from .. import _workspace
 from .._geometry import flipped_pads
 from .._kernels import _layout
 from .._nd_geometry import NdGeometry, channels_last
-from .direct import NO_BIAS
 from .._simd import tiles
+from .direct import NO_BIAS
 from .direct_schedule import (OffsetTable, _broadcast_tile, _placement, channel_blocks,
                               job_table, read_ahead, row_tiles)
 
