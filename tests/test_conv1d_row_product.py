@@ -91,6 +91,8 @@ def test_long_rows_match_reference(case):
     (1, 1, 32, 63, 1, 31),           # a filter bank: 63 reduction rows of one channel
     (1, 9, 30, 4, 7, (38, 0)),       # left padding past the kernel extent
     (4, 8, 8, 1, 1, "valid"),        # pointwise rows
+    (4, 1, 8, 1, 1, (0, 1)),         # one tap, the result a column wider than the row
+    (2, 3, 8, 1, 1, (0, 5)),
     (1, 20, 9, 9, 40, "same"),
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -187,6 +189,8 @@ def run_kernel(x, w, bias, taps, tap_step, shift, out_width, alpha=1.0, nthreads
     (5, 3, 4, 6, 70),     # the taps reach past both ends of a short row
     (40, 2, 1, -3, 37),   # a negative shift: output pixel 0 reads column 3 on
     (33, 4, 9, 0, 9),     # a result narrower than a strip
+    (48, 1, 1, 0, 49),    # one tap, no shift, a result wider than the row
+    (40, 1, 1, 0, 23),    # and narrower
 ])
 def test_kernel_reads_zero_outside_the_row(dtype, width, taps, tap_step, shift, out_width):
     rng = np.random.default_rng(width)
